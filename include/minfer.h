@@ -1,0 +1,276 @@
+/*
+ * minfer.h - the public C interface of minfer, an inference engine for GGUF language models.
+ *
+ * Usage:
+ *
+ *     minfer_model* model = NULL;
+ *     if (minfer_open("qwen2-0.5b-q8_0.gguf", &model) != MINFER_OK) {
+ *         fprintf(stderr, "open: %s\n", minfer_last_error());
+ *         return 1;
+ *     }
+ *     minfer_set_option(model, "threads", "8");          // runtime option, applies to this model
+ *     minfer_context* ctx = NULL;
+ *     minfer_context_create(model, &ctx);
+ *     const int32_t prompt[] = {9707, 11, 1879};
+ *     minfer_status st = minfer_prefill(ctx, prompt, 3);
+ *     for (int i = 0; st == MINFER_OK && i < 32; ++i) {
+ *         int32_t tok;
+ *         st = minfer_decode(ctx, &tok);
+ *     }
+ *     if (st != MINFER_OK) fprintf(stderr, "%s: %s\n", minfer_status_string(st), minfer_last_error());
+ *     minfer_context_free(ctx);
+ *     minfer_close(model);
+ *
+ * Thread safety: every function may be called from any thread. A model is immutable after
+ * minfer_open and may be shared by any number of threads and contexts; setting a runtime option on a
+ * model is safe while other threads use it. A context holds mutable state (the KV cache) and is used by
+ * one thread at a time: a second concurrent call on the same context returns MINFER_ERR_BUSY and
+ * changes nothing. Process-wide defaults (minfer_set_option with a NULL model), the log callback and the
+ * progress callback are guarded by a lock; models opened afterwards see the new values.
+ * minfer_last_error() is per thread.
+ *
+ * Errors: every function that can fail returns a minfer_status. MINFER_OK is 0; any other value is a
+ * failure, and minfer_last_error() on the same thread then holds a message naming what went wrong (the
+ * key, the tensor, the byte offset). Nothing in this library aborts, exits or throws across this
+ * interface, and it reads no environment variable: behaviour is chosen with options only.
+ *
+ * Strings returned as `const char*` are owned by the library. Strings written into caller buffers
+ * follow one convention: (buf, cap, len_out); *len_out receives the full length without the NUL; if cap
+ * is too small the call writes nothing and returns MINFER_ERR_BUFFER_TOO_SMALL.
+ */
+#ifndef MINFER_H
+#define MINFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(MINFER_BUILDING)
+#    define MINFER_API __declspec(dllexport)
+#  else
+#    define MINFER_API
+#  endif
+#else
+#  define MINFER_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- versions ------------------------------------------------------------------------------- */
+
+#define MINFER_VERSION_MAJOR 0
+#define MINFER_VERSION_MINOR 1
+#define MINFER_VERSION_PATCH 0
+#define MINFER_VERSION_STRING "0.1.0"
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define MINFER_VERSION_NUMBER (MINFER_VERSION_MAJOR * 10000 + MINFER_VERSION_MINOR * 100 + MINFER_VERSION_PATCH)
+
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH" and as a number. */
+MINFER_API const char* minfer_version(void);
+MINFER_API int32_t minfer_version_number(void);
+/* One line describing the build: CUDA support and archs, compiler. */
+MINFER_API const char* minfer_build_info(void);
+
+/* ---- statuses ------------------------------------------------------------------------------- */
+
+/* Values are explicit and never reused. */
+typedef enum minfer_status {
+    MINFER_OK = 0,
+    MINFER_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, bad token id, bad index, ... */
+    MINFER_ERR_IO = 2,               /* the file cannot be opened, mapped or written */
+    MINFER_ERR_BAD_MODEL = 3,        /* the file is not a valid GGUF model */
+    MINFER_ERR_UNSUPPORTED = 4,      /* valid, but not supported by this build (type, arch, feature) */
+    MINFER_ERR_OUT_OF_MEMORY = 5,    /* host or device memory exhausted; nothing was leaked */
+    MINFER_ERR_DEVICE = 6,           /* a CUDA error; sticky errors poison the model handle */
+    MINFER_ERR_UNKNOWN_OPTION = 7,   /* no option of that name */
+    MINFER_ERR_OPTION_VALUE = 8,     /* the value does not parse as the option's type or is out of range */
+    MINFER_ERR_OPTION_LOCKED = 9,    /* a load-time option set on an open model */
+    MINFER_ERR_CONTEXT_FULL = 10,    /* the tokens do not fit in the context; nothing was appended */
+    MINFER_ERR_BUSY = 11,            /* the context is in use by another thread */
+    MINFER_ERR_NOT_FOUND = 12,       /* no such metadata key, tensor or option index */
+    MINFER_ERR_WRONG_TYPE = 13,      /* the metadata value has another type than the one asked for */
+    MINFER_ERR_BUFFER_TOO_SMALL = 14,/* the caller's buffer cannot hold the answer; *len_out says how much */
+    MINFER_ERR_CANCELLED = 15,       /* a progress callback asked to stop */
+    MINFER_ERR_INTERNAL = 16         /* a bug in minfer; please report the message */
+} minfer_status;
+
+/* "MINFER_OK", "MINFER_ERR_BAD_MODEL", ...; "MINFER_ERR_UNKNOWN_STATUS" for values not listed above. */
+MINFER_API const char* minfer_status_string(minfer_status status);
+/* The message of the most recent failure on the calling thread ("" if none). Valid until the next
+ * failing call on this thread. */
+MINFER_API const char* minfer_last_error(void);
+
+/* ---- logging and progress ------------------------------------------------------------------- */
+
+typedef enum minfer_log_level {
+    MINFER_LOG_ERROR = 1,
+    MINFER_LOG_WARN = 2,
+    MINFER_LOG_INFO = 3,
+    MINFER_LOG_DEBUG = 4
+} minfer_log_level;
+
+/* Receives one complete line (no trailing newline). Called from the thread doing the work. */
+typedef void (*minfer_log_fn)(minfer_log_level level, const char* message, void* user_data);
+/* Installs the process-wide log callback; NULL (the default) makes the library silent. Which levels
+ * reach it is chosen by the `log_level` option. */
+MINFER_API void minfer_set_log_callback(minfer_log_fn fn, void* user_data);
+
+/* Reports long work: `stage` names it ("load", "synth", ...), `done` of `total` units are finished.
+ * Return 0 to continue, non-zero to cancel (the call then returns MINFER_ERR_CANCELLED). */
+typedef int (*minfer_progress_fn)(const char* stage, uint64_t done, uint64_t total, void* user_data);
+/* Installs the process-wide progress callback; NULL (the default) disables reports. */
+MINFER_API void minfer_set_progress_callback(minfer_progress_fn fn, void* user_data);
+
+/* ---- handles -------------------------------------------------------------------------------- */
+
+typedef struct minfer_model minfer_model;     /* immutable after open; share freely */
+typedef struct minfer_context minfer_context; /* KV cache and sampler state; one thread at a time */
+
+/* ---- options -------------------------------------------------------------------------------- */
+
+/*
+ * Options are typed key/value pairs given as strings. The table (see docs/options.md, generated from
+ * it) lists each option's type, default, bounds and scope:
+ *   load    - read once by minfer_open; setting it on an open model returns MINFER_ERR_OPTION_LOCKED.
+ *   runtime - may be changed on an open model at any time; takes effect at the next call.
+ *
+ * minfer_set_option(NULL, key, value) sets the process-wide default used by models opened later.
+ * minfer_set_option(model, key, value) sets it for that model only.
+ * An unknown key, a value of the wrong type or out of range returns an error and changes nothing.
+ */
+MINFER_API minfer_status minfer_set_option(minfer_model* model, const char* key, const char* value);
+/* The value in force, in canonical form ("true", "4096", "auto"); model NULL reads the defaults. */
+MINFER_API minfer_status minfer_get_option(const minfer_model* model, const char* key, char* buf, size_t cap,
+                                           size_t* len_out);
+
+typedef enum minfer_option_type {
+    MINFER_OPTION_BOOL = 1,  /* true|false|1|0|on|off|yes|no */
+    MINFER_OPTION_INT = 2,   /* a decimal integer within [min, max] */
+    MINFER_OPTION_ENUM = 3,  /* one of the '|'-separated choices */
+    MINFER_OPTION_BYTES = 4  /* an integer byte count; suffixes K, M, G, KiB, MiB, GiB (powers of 1024) */
+} minfer_option_type;
+
+typedef enum minfer_option_scope {
+    MINFER_OPTION_SCOPE_LOAD = 1,
+    MINFER_OPTION_SCOPE_RUNTIME = 2
+} minfer_option_scope;
+
+MINFER_API size_t minfer_option_count(void);
+/* Describes option `index` (0 .. count-1). Any out pointer may be NULL. For ENUM, *choices is
+ * "a|b|c"; otherwise "". For INT and BYTES, *min_value / *max_value are the inclusive bounds as text;
+ * otherwise "". */
+MINFER_API minfer_status minfer_option_info(size_t index, const char** name, minfer_option_type* type,
+                                            minfer_option_scope* scope, const char** default_value,
+                                            const char** min_value, const char** max_value,
+                                            const char** choices, const char** doc);
+
+/* ---- models --------------------------------------------------------------------------------- */
+
+/* Opens and validates a GGUF model with the process-wide option defaults. On failure *out is NULL. */
+MINFER_API minfer_status minfer_open(const char* path, minfer_model** out);
+/* The same, with `n_options` key/value pairs applied on top of the defaults for this model only
+ * (load-time and runtime options alike). Every pair is validated before anything is loaded. */
+MINFER_API minfer_status minfer_open_with_options(const char* path, const char* const* keys,
+                                                  const char* const* values, size_t n_options,
+                                                  minfer_model** out);
+/* Releases the caller's reference. Contexts still alive keep the model's memory until they are freed.
+ * NULL is a no-op. */
+MINFER_API void minfer_close(minfer_model* model);
+
+/* Hyperparameters and metadata. These never fail on a valid model; on NULL they return 0 / "". */
+MINFER_API const char* minfer_model_architecture(const minfer_model* model); /* "qwen2", "qwen3" */
+MINFER_API const char* minfer_model_name(const minfer_model* model);         /* general.name or "" */
+MINFER_API uint64_t minfer_model_n_params(const minfer_model* model);
+MINFER_API uint64_t minfer_model_file_size(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_vocab(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_ctx_train(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_embd(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_layer(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_head(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_head_kv(const minfer_model* model);
+MINFER_API int32_t minfer_model_head_dim(const minfer_model* model);
+MINFER_API int32_t minfer_model_n_ff(const minfer_model* model);
+MINFER_API double minfer_model_rope_freq_base(const minfer_model* model);
+MINFER_API double minfer_model_rms_norm_eps(const minfer_model* model);
+/* 1 when the output projection shares the token embedding. */
+MINFER_API int32_t minfer_model_tied_output(const minfer_model* model);
+
+/* Tensor types are the GGUF type ids (0 = f32, 1 = f16, 8 = q8_0, 12 = q4_K, ...). */
+MINFER_API const char* minfer_type_name(int32_t type); /* "q4_K"; "" for an unknown id */
+/* The distinct tensor types in the file, ascending. Writes min(cap, n) ids; *n_out receives n. */
+MINFER_API minfer_status minfer_model_tensor_types(const minfer_model* model, int32_t* types, size_t cap,
+                                                   size_t* n_out);
+MINFER_API size_t minfer_model_tensor_count(const minfer_model* model);
+/* Describes tensor `index` in file order. dims has room for 4; unused entries are set to 1. Any out
+ * pointer may be NULL. `offset` is from the start of the file. */
+MINFER_API minfer_status minfer_model_tensor_info(const minfer_model* model, size_t index, const char** name,
+                                                  int32_t* type, int32_t* n_dims, int64_t* dims,
+                                                  uint64_t* offset, uint64_t* n_bytes);
+
+/* GGUF metadata, by key. */
+typedef enum minfer_meta_type {
+    MINFER_META_UINT8 = 0,
+    MINFER_META_INT8 = 1,
+    MINFER_META_UINT16 = 2,
+    MINFER_META_INT16 = 3,
+    MINFER_META_UINT32 = 4,
+    MINFER_META_INT32 = 5,
+    MINFER_META_FLOAT32 = 6,
+    MINFER_META_BOOL = 7,
+    MINFER_META_STRING = 8,
+    MINFER_META_ARRAY = 9,
+    MINFER_META_UINT64 = 10,
+    MINFER_META_INT64 = 11,
+    MINFER_META_FLOAT64 = 12
+} minfer_meta_type;
+
+MINFER_API size_t minfer_model_meta_count(const minfer_model* model);
+/* The key at `index` in file order, or NULL when out of range. */
+MINFER_API const char* minfer_model_meta_key(const minfer_model* model, size_t index);
+/* The value's type; for arrays also the element type and length (NULL pointers allowed). */
+MINFER_API minfer_status minfer_model_meta_type(const minfer_model* model, const char* key,
+                                                minfer_meta_type* type, minfer_meta_type* elem_type,
+                                                uint64_t* array_len);
+/* Integer (any integer type or bool; unsigned values above INT64_MAX are refused) and float (float32 or
+ * float64) values. MINFER_ERR_NOT_FOUND / MINFER_ERR_WRONG_TYPE otherwise. */
+MINFER_API minfer_status minfer_model_meta_int(const minfer_model* model, const char* key, int64_t* out);
+MINFER_API minfer_status minfer_model_meta_float(const minfer_model* model, const char* key, double* out);
+/* String values. Also renders any scalar as text (so every non-array key can be printed). */
+MINFER_API minfer_status minfer_model_meta_string(const minfer_model* model, const char* key, char* buf,
+                                                  size_t cap, size_t* len_out);
+
+/* ---- contexts and inference ----------------------------------------------------------------- */
+
+/* A context of `ctx_len` tokens (the option of that name, read when the context is created). */
+MINFER_API minfer_status minfer_context_create(minfer_model* model, minfer_context** out);
+/* NULL is a no-op. */
+MINFER_API void minfer_context_free(minfer_context* ctx);
+MINFER_API int32_t minfer_context_n_ctx(const minfer_context* ctx);
+/* Tokens currently held in the KV cache. */
+MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
+
+/* Appends `n` tokens and computes the logits of the last one.
+ * In this build the forward pass is not implemented yet: returns MINFER_ERR_UNSUPPORTED after validating
+ * its arguments (token ids, context room), and changes nothing. */
+MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* tokens, size_t n);
+/* Picks the next token from the current logits, appends it and returns it in *token.
+ * Not implemented in this build: returns MINFER_ERR_UNSUPPORTED. */
+MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
+
+/* ---- synthetic models ----------------------------------------------------------------------- */
+
+/* Writes a GGUF model of a named shape with random weights (normal, std 0.02; norms near 1) and a
+ * built-in byte-level tokenizer, for tests and benchmarks. `preset`: see minfer_synth_preset_name;
+ * `mix`: "f32", "f16" (norms and biases stay f32). The same seed gives the same file. */
+MINFER_API minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed);
+MINFER_API size_t minfer_synth_preset_count(void);
+/* The name of preset `index`, or NULL when out of range. */
+MINFER_API const char* minfer_synth_preset_name(size_t index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MINFER_H */

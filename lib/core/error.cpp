@@ -1,0 +1,38 @@
+#include "core/error.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace minfer {
+
+std::string vstrprintf(const char* fmt, va_list ap) {
+    va_list copy;
+    va_copy(copy, ap);
+    char small[256];
+    int n = std::vsnprintf(small, sizeof small, fmt, copy);
+    va_end(copy);
+    if (n < 0) return std::string(fmt);
+    if (static_cast<size_t>(n) < sizeof small) return std::string(small, static_cast<size_t>(n));
+    std::string out(static_cast<size_t>(n) + 1, '\0');
+    std::vsnprintf(out.data(), out.size(), fmt, ap);
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
+std::string strprintf(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vstrprintf(fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+void fail(minfer_status status, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    std::string s = vstrprintf(fmt, ap);
+    va_end(ap);
+    throw Error(status, std::move(s));
+}
+
+}  // namespace minfer

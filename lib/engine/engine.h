@@ -1,0 +1,71 @@
+// Model (immutable after load, shared by contexts and threads) and Context (KV cache and sampling
+// state; one thread at a time, guarded by a busy flag).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "options/options.h"
+
+namespace minfer::engine {
+
+enum class Backend { cpu, cuda };
+
+class Model {
+public:
+    // Maps, validates and prepares the model. `opts` are the options in force for it. Throws Error.
+    static std::shared_ptr<Model> open(const std::string& path, const options::Values& opts);
+
+    const gguf::File& file() const { return *file_; }
+    const model::Config& config() const { return config_; }
+    const model::Plan& plan() const { return plan_; }
+    options::Values& options() { return options_; }
+    const options::Values& options() const { return options_; }
+    Backend backend() const { return backend_; }
+    uint64_t n_params() const { return n_params_; }
+    const std::vector<int32_t>& tensor_types() const { return tensor_types_; }
+    // Metadata keys in file order, NUL-terminated (the file's own bytes are not).
+    const std::vector<std::string>& meta_keys() const { return meta_keys_; }
+    int log_level() const { return static_cast<int>(options_.get(options::Id::log_level)); }
+
+private:
+    Model() = default;
+    std::shared_ptr<const gguf::File> file_;
+    model::Config config_;
+    model::Plan plan_;
+    options::Values options_;
+    Backend backend_ = Backend::cpu;
+    uint64_t n_params_ = 0;
+    std::vector<int32_t> tensor_types_;
+    std::vector<std::string> meta_keys_;
+};
+
+class Context {
+public:
+    explicit Context(std::shared_ptr<Model> model);
+
+    Model& model() { return *model_; }
+    int32_t n_ctx() const { return n_ctx_; }
+    int32_t n_past() const { return n_past_; }
+
+    // Validates, then runs the forward pass (not in this build: MINFER_ERR_UNSUPPORTED). Throws Error;
+    // on any error the context is unchanged.
+    void prefill(const int32_t* tokens, size_t n);
+    int32_t decode();
+
+    // Busy guard: a second concurrent call on the same context fails with MINFER_ERR_BUSY.
+    bool try_acquire() { return !busy_.exchange(true, std::memory_order_acquire); }
+    void release() { busy_.store(false, std::memory_order_release); }
+
+private:
+    std::shared_ptr<Model> model_;
+    int32_t n_ctx_ = 0;
+    int32_t n_past_ = 0;
+    std::atomic<bool> busy_{false};
+};
+
+}  // namespace minfer::engine

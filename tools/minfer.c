@@ -1,0 +1,359 @@
+/*
+ * minfer - command line for the minfer inference engine. C99 against include/minfer.h only.
+ *
+ *   minfer info MODEL.gguf [--meta] [--tensors]
+ *   minfer synth --preset NAME [--mix f32|f16|bf16] [--seed N] -o OUT.gguf
+ *   minfer options [--markdown]
+ *   minfer version
+ *
+ * Errors print the status name and the library's message on stderr and exit 1; usage errors exit 2.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "minfer.h"
+
+static int g_quiet = 0;
+
+static int fail_status(minfer_status st, const char* what) {
+    fprintf(stderr, "minfer: %s: %s: %s\n", what, minfer_status_string(st), minfer_last_error());
+    return 1;
+}
+
+static int usage_error(const char* cmd, const char* msg) {
+    fprintf(stderr, "minfer %s: %s (see 'minfer %s --help')\n", cmd, msg, cmd);
+    return 2;
+}
+
+/* Progress on stderr, only when it is a terminal and --quiet was not given. */
+static int progress(const char* stage, uint64_t done, uint64_t total, void* user) {
+    (void)user;
+    if (total == 0) return 0;
+    fprintf(stderr, "\r%s: %5.1f%%", stage, 100.0 * (double)done / (double)total);
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+    return 0;
+}
+
+static void log_to_stderr(minfer_log_level level, const char* message, void* user) {
+    static const char* const names[] = {"", "error", "warn", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "minfer [%s] %s\n", names[level >= 1 && level <= 4 ? level : 0], message);
+}
+
+static void setup_reporting(void) {
+    if (!g_quiet && isatty(STDERR_FILENO)) minfer_set_progress_callback(progress, NULL);
+    if (g_quiet) minfer_set_option(NULL, "log_level", "error");
+    minfer_set_log_callback(log_to_stderr, NULL);
+}
+
+static void human_bytes(uint64_t n, char* buf, size_t cap) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    snprintf(buf, cap, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+}
+
+static int is_help(const char* a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+/* ---- info ------------------------------------------------------------------------------------ */
+
+static const char* const INFO_HELP =
+    "usage: minfer info MODEL.gguf [--meta] [--tensors] [--quiet]\n"
+    "\n"
+    "Validates a GGUF model and prints its architecture, hyperparameters, tensor count and bytes by type,\n"
+    "and total size. --meta also prints every metadata key (arrays by length); --tensors lists each tensor.\n"
+    "A file that fails validation prints the status and the reason on stderr and exits 1.\n";
+
+static void print_meta(const minfer_model* m) {
+    size_t n = minfer_model_meta_count(m), i;
+    char small[256];
+    printf("\nmetadata (%zu keys):\n", n);
+    for (i = 0; i < n; ++i) {
+        const char* key = minfer_model_meta_key(m, i);
+        minfer_meta_type type, elem;
+        uint64_t len = 0;
+        size_t need = 0;
+        minfer_status st;
+        if (minfer_model_meta_type(m, key, &type, &elem, &len) != MINFER_OK) continue;
+        if (type == MINFER_META_ARRAY) {
+            printf("  %-48s array[%" PRIu64 "]\n", key, len);
+            continue;
+        }
+        st = minfer_model_meta_string(m, key, small, sizeof small, &need);
+        if (st == MINFER_OK) {
+            /* Keep one key per line: show a multi-line value (a chat template) by its first line. */
+            char* nl = strchr(small, '\n');
+            if (nl) {
+                *nl = '\0';
+                printf("  %-48s %s ... (%zu bytes)\n", key, small, need);
+            } else {
+                printf("  %-48s %s\n", key, small);
+            }
+        } else if (st == MINFER_ERR_BUFFER_TOO_SMALL) {
+            printf("  %-48s (string of %zu bytes)\n", key, need);
+        }
+    }
+}
+
+static int cmd_info(int argc, char** argv) {
+    const char* path = NULL;
+    int meta = 0, tensors = 0, i;
+    minfer_model* m = NULL;
+    minfer_status st;
+    static const char* const keys[] = {"device"};
+    static const char* const values[] = {"cpu"};
+    for (i = 0; i < argc; ++i) {
+        if (is_help(argv[i])) {
+            fputs(INFO_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--meta") == 0) {
+            meta = 1;
+        } else if (strcmp(argv[i], "--tensors") == 0) {
+            tensors = 1;
+        } else if (strcmp(argv[i], "--quiet") == 0 || strcmp(argv[i], "-q") == 0) {
+            g_quiet = 1;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+            return usage_error("info", "unknown flag");
+        } else if (!path) {
+            path = argv[i];
+        } else {
+            return usage_error("info", "more than one model given");
+        }
+    }
+    if (!path) return usage_error("info", "no model given");
+    setup_reporting();
+
+    /* Inspecting a file never needs a GPU. */
+    st = minfer_open_with_options(path, keys, values, 1, &m);
+    if (st != MINFER_OK) return fail_status(st, "info");
+
+    {
+        char buf[64], buf2[64];
+        int32_t types[64];
+        size_t n_types = 0, t, k, n_tensors = minfer_model_tensor_count(m);
+        uint64_t total = 0;
+        human_bytes(minfer_model_file_size(m), buf, sizeof buf);
+        printf("file:           %s (%" PRIu64 " bytes, %s)\n", path, minfer_model_file_size(m), buf);
+        printf("name:           %s\n", minfer_model_name(m)[0] ? minfer_model_name(m) : "(none)");
+        printf("architecture:   %s\n", minfer_model_architecture(m));
+        printf("parameters:     %" PRIu64 " (%.3f B)\n", minfer_model_n_params(m), (double)minfer_model_n_params(m) / 1e9);
+        printf("vocabulary:     %d\n", minfer_model_n_vocab(m));
+        printf("context:        %d (training)\n", minfer_model_n_ctx_train(m));
+        printf("embedding:      %d\n", minfer_model_n_embd(m));
+        printf("layers:         %d\n", minfer_model_n_layer(m));
+        printf("heads:          %d (kv %d, head_dim %d)\n", minfer_model_n_head(m), minfer_model_n_head_kv(m),
+               minfer_model_head_dim(m));
+        printf("feed-forward:   %d\n", minfer_model_n_ff(m));
+        printf("rope base:      %g\n", minfer_model_rope_freq_base(m));
+        printf("rms norm eps:   %g\n", minfer_model_rms_norm_eps(m));
+        printf("output:         %s\n", minfer_model_tied_output(m) ? "tied to token_embd.weight" : "output.weight");
+        printf("tensors:        %zu\n", n_tensors);
+
+        minfer_model_tensor_types(m, types, sizeof types / sizeof types[0], &n_types);
+        if (n_types > sizeof types / sizeof types[0]) n_types = sizeof types / sizeof types[0];
+        printf("\n  %-8s %8s %16s %12s\n", "type", "tensors", "bytes", "");
+        for (t = 0; t < n_types; ++t) {
+            size_t count = 0;
+            uint64_t bytes = 0;
+            for (k = 0; k < n_tensors; ++k) {
+                int32_t type;
+                uint64_t nb;
+                if (minfer_model_tensor_info(m, k, NULL, &type, NULL, NULL, NULL, &nb) == MINFER_OK && type == types[t]) {
+                    ++count;
+                    bytes += nb;
+                }
+            }
+            total += bytes;
+            human_bytes(bytes, buf2, sizeof buf2);
+            printf("  %-8s %8zu %16" PRIu64 " %12s\n", minfer_type_name(types[t]), count, bytes, buf2);
+        }
+        human_bytes(total, buf2, sizeof buf2);
+        printf("  %-8s %8zu %16" PRIu64 " %12s\n", "total", n_tensors, total, buf2);
+
+        if (tensors) {
+            printf("\ntensors:\n");
+            for (k = 0; k < n_tensors; ++k) {
+                const char* name;
+                int32_t type, nd, d;
+                int64_t dims[4];
+                uint64_t off, nb;
+                minfer_model_tensor_info(m, k, &name, &type, &nd, dims, &off, &nb);
+                printf("  %-32s %-6s [", name, minfer_type_name(type));
+                for (d = 0; d < nd; ++d) printf(d ? ", %" PRId64 : "%" PRId64, dims[d]);
+                printf("] @%" PRIu64 " %" PRIu64 " bytes\n", off, nb);
+            }
+        }
+        if (meta) print_meta(m);
+    }
+    minfer_close(m);
+    return 0;
+}
+
+/* ---- synth ----------------------------------------------------------------------------------- */
+
+static const char* const SYNTH_HELP =
+    "usage: minfer synth --preset NAME [--mix MIX] [--seed N] -o OUT.gguf [--quiet]\n"
+    "       minfer synth --list\n"
+    "\n"
+    "Writes a Qwen2/Qwen3 GGUF model of a named shape with random weights (normal, std 0.02; norms near 1)\n"
+    "and a built-in byte-level vocabulary. MIX: f32, f16 (default) or bf16 for the matmul weights; norms\n"
+    "and biases stay f32. The same seed gives the same file. --list prints the presets.\n";
+
+static int cmd_synth(int argc, char** argv) {
+    const char *preset = NULL, *mix = "f16", *out = NULL;
+    uint64_t seed = 1;
+    int i;
+    minfer_status st;
+    for (i = 0; i < argc; ++i) {
+        const char* a = argv[i];
+        const char* val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (is_help(a)) {
+            fputs(SYNTH_HELP, stdout);
+            return 0;
+        } else if (strcmp(a, "--list") == 0) {
+            size_t k, n = minfer_synth_preset_count();
+            for (k = 0; k < n; ++k) printf("%s\n", minfer_synth_preset_name(k));
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            g_quiet = 1;
+        } else if (strcmp(a, "--preset") == 0 || strcmp(a, "--mix") == 0 || strcmp(a, "--seed") == 0 || strcmp(a, "-o") == 0) {
+            if (!val) return usage_error("synth", "a flag is missing its value");
+            if (strcmp(a, "--preset") == 0) {
+                preset = val;
+            } else if (strcmp(a, "--mix") == 0) {
+                mix = val;
+            } else if (strcmp(a, "-o") == 0) {
+                out = val;
+            } else {
+                char* end = NULL;
+                seed = strtoull(val, &end, 10);
+                if (!end || *end != '\0' || val[0] == '-') return usage_error("synth", "--seed expects a non-negative integer");
+            }
+            ++i;
+        } else {
+            return usage_error("synth", "unknown argument");
+        }
+    }
+    if (!preset) return usage_error("synth", "--preset is required");
+    if (!out) return usage_error("synth", "-o OUT.gguf is required");
+    setup_reporting();
+    st = minfer_synth(out, preset, mix, seed);
+    if (st != MINFER_OK) return fail_status(st, "synth");
+    if (!g_quiet) fprintf(stderr, "wrote %s (preset %s, mix %s, seed %" PRIu64 "; random weights)\n", out, preset, mix, seed);
+    return 0;
+}
+
+/* ---- options --------------------------------------------------------------------------------- */
+
+static const char* const OPTIONS_HELP =
+    "usage: minfer options [--markdown]\n"
+    "\n"
+    "Lists every option of the library with its type, default, bounds and scope. --markdown prints the\n"
+    "table docs/options.md is generated from.\n";
+
+static const char* type_name(minfer_option_type t) {
+    switch (t) {
+    case MINFER_OPTION_BOOL: return "bool";
+    case MINFER_OPTION_INT: return "int";
+    case MINFER_OPTION_ENUM: return "enum";
+    case MINFER_OPTION_BYTES: return "bytes";
+    }
+    return "?";
+}
+
+static int cmd_options(int argc, char** argv) {
+    int markdown = 0, i;
+    size_t k, n = minfer_option_count();
+    for (i = 0; i < argc; ++i) {
+        if (is_help(argv[i])) {
+            fputs(OPTIONS_HELP, stdout);
+            return 0;
+        } else if (strcmp(argv[i], "--markdown") == 0) {
+            markdown = 1;
+        } else {
+            return usage_error("options", "unknown argument");
+        }
+    }
+    if (markdown) {
+        printf("# Options\n\n");
+        printf("Generated by `minfer options --markdown` from the option table in lib/options/options.cpp; a test\n");
+        printf("fails when this file and the table differ. Set them with `minfer_set_option(model, key, value)`\n");
+        printf("(a NULL model sets the process-wide default for models opened later), with\n");
+        printf("`minfer_open_with_options`, or with `--option key=value` on the command line. `load` options are\n");
+        printf("read once when a model is opened; `runtime` options may change on an open model.\n\n");
+        printf("| option | type | default | values | scope | description |\n");
+        printf("|---|---|---|---|---|---|\n");
+    }
+    for (k = 0; k < n; ++k) {
+        const char *name, *def, *lo, *hi, *choices, *doc;
+        minfer_option_type type;
+        minfer_option_scope scope;
+        char values[128];
+        minfer_option_info(k, &name, &type, &scope, &def, &lo, &hi, &choices, &doc);
+        if (type == MINFER_OPTION_ENUM)
+            snprintf(values, sizeof values, "%s", choices);
+        else if (type == MINFER_OPTION_BOOL)
+            snprintf(values, sizeof values, "true|false");
+        else
+            snprintf(values, sizeof values, "%s .. %s", lo, hi);
+        if (markdown) {
+            char escaped[160];
+            size_t o = 0, c;
+            for (c = 0; values[c] && o + 2 < sizeof escaped; ++c) {
+                if (values[c] == '|') escaped[o++] = '\\';
+                escaped[o++] = values[c];
+            }
+            escaped[o] = '\0';
+            printf("| `%s` | %s | `%s` | %s | %s | %s |\n", name, type_name(type), def, escaped,
+                   scope == MINFER_OPTION_SCOPE_LOAD ? "load" : "runtime", doc);
+        } else {
+            printf("%-18s %-5s default %-12s %-26s %-7s %s\n", name, type_name(type), def, values,
+                   scope == MINFER_OPTION_SCOPE_LOAD ? "load" : "runtime", doc);
+        }
+    }
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static const char* const MAIN_HELP =
+    "usage: minfer COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  info MODEL.gguf     validate a model and describe it\n"
+    "  synth               write a synthetic Qwen2/Qwen3 model with random weights\n"
+    "  options             list the library's options\n"
+    "  version             print the library version and build\n"
+    "\n"
+    "'minfer COMMAND --help' describes each command.\n";
+
+int main(int argc, char** argv) {
+    const char* cmd;
+    if (argc < 2) {
+        fputs(MAIN_HELP, stderr);
+        return 2;
+    }
+    cmd = argv[1];
+    if (is_help(cmd)) {
+        fputs(MAIN_HELP, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
+    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
+    if (strcmp(cmd, "options") == 0) return cmd_options(argc - 2, argv + 2);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("%s\n", minfer_build_info());
+        return 0;
+    }
+    fprintf(stderr, "minfer: unknown command '%s'\n\n", cmd);
+    fputs(MAIN_HELP, stderr);
+    return 2;
+}
