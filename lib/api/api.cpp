@@ -231,7 +231,7 @@ MODEL_GETTER(int32_t, minfer_model_head_dim, model->m->config().head_dim)
 MODEL_GETTER(int32_t, minfer_model_n_ff, model->m->config().n_ff)
 MODEL_GETTER(double, minfer_model_rope_freq_base, model->m->config().rope_freq_base)
 MODEL_GETTER(double, minfer_model_rms_norm_eps, model->m->config().rms_norm_eps)
-MODEL_GETTER(int32_t, minfer_model_tied_output, model->m->config().tied_output)
+MODEL_GETTER(int32_t, minfer_model_tied_output, model->m->plan().tied_output)
 #undef MODEL_GETTER
 
 const char* minfer_model_architecture(const minfer_model* model) { return model ? model->m->config().arch_name.c_str() : ""; }

@@ -22,8 +22,10 @@ int64_t int_key(const File& f, const std::string& key, int64_t lo, int64_t hi, c
         fail(MINFER_ERR_BAD_MODEL, "required key '%s' is missing", key.c_str());
     }
     int64_t x = 0;
-    if (!gguf::is_integer(v->type) || !v->as_int(&x))
+    if (!gguf::is_integer(v->type))
         fail(MINFER_ERR_BAD_MODEL, "key '%s' has type %s, expected an integer", key.c_str(), gguf::value_type_name(v->type));
+    if (!v->as_int(&x))  // an unsigned value above INT64_MAX
+        fail(MINFER_ERR_BAD_MODEL, "key '%s' = %" PRIu64 " is outside [%" PRId64 ", %" PRId64 "]", key.c_str(), v->u, lo, hi);
     if (x < lo || x > hi)
         fail(MINFER_ERR_BAD_MODEL, "key '%s' = %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", key.c_str(), x, lo, hi);
     return x;
@@ -172,7 +174,8 @@ Plan plan_tensors(const File& f, const Config& c) {
     plan.tok_embd = tensor(f, "token_embd.weight", Kind::matmul, c.n_embd, c.n_vocab);
     plan.output_norm = tensor(f, "output_norm.weight", Kind::vector, c.n_embd, 1);
     plan.output = tensor(f, "output.weight", Kind::matmul, c.n_embd, c.n_vocab, false);
-    if (!plan.output) plan.output = plan.tok_embd;
+    plan.tied_output = plan.output == nullptr;
+    if (plan.tied_output) plan.output = plan.tok_embd;
     const int64_t q = int64_t{c.n_head} * c.head_dim;
     const int64_t kv = int64_t{c.n_head_kv} * c.head_dim;
     plan.layers.resize(static_cast<size_t>(c.n_layer));

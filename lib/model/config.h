@@ -35,7 +35,6 @@ struct Config {
     int32_t n_ff = 0;
     double rope_freq_base = 10000.0;
     double rms_norm_eps = 1e-6;
-    bool tied_output = false;  // no output.weight: the token embedding is reused
     bool qkv_bias = false;     // qwen2
     bool qk_norm = false;      // qwen3
     // Special token ids, -1 when absent.
@@ -63,6 +62,7 @@ struct Plan {
     const gguf::TensorInfo* tok_embd;     // [n_embd][n_vocab]
     const gguf::TensorInfo* output_norm;  // [n_embd] f32
     const gguf::TensorInfo* output;       // [n_embd][n_vocab]; == tok_embd when tied
+    bool tied_output = false;             // no output.weight: the token embedding is reused
     std::vector<Layer> layers;
 };
 
