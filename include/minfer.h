@@ -263,7 +263,7 @@ MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
 
 /* Writes a GGUF model of a named shape with random weights (normal, std 0.02; norms near 1) and a
  * built-in byte-level tokenizer, for tests and benchmarks. `preset`: see minfer_synth_preset_name;
- * `mix`: "f32", "f16" (norms and biases stay f32). The same seed gives the same file. */
+ * `mix`: "f32", "f16" or "bf16" for the matmul weights (norms and biases stay f32). The same seed gives the same file. */
 MINFER_API minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed);
 MINFER_API size_t minfer_synth_preset_count(void);
 /* The name of preset `index`, or NULL when out of range. */

@@ -25,7 +25,7 @@ inline std::string tmp_path(const std::string& name) { return std::string(MINFER
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
     FILE* f = std::fopen(path.c_str(), "wb");
     REQUIRE(f != nullptr);
-    REQUIRE(std::fwrite(b.data(), 1, b.size(), f) == b.size());
+    if (!b.empty()) REQUIRE(std::fwrite(b.data(), 1, b.size(), f) == b.size());
     std::fclose(f);
 }
 

@@ -4,8 +4,9 @@
 This writer shares nothing with minfer's C++ writer (lib/gguf/writer.cpp): it exists so the tests can
 show that `minfer info` reads files minfer did not produce. Python standard library only.
 
-usage: make_handmade_gguf.py OUT.gguf [--version 2|3]
+usage: make_handmade_gguf.py OUT.gguf [--version 2|3] [--small]
 
+--small writes a 1-layer model with n_embd 16 and vocabulary 20 (a compact fuzzing seed).
 Prints `params=N bytes=M` (total tensor elements, file size) on stdout.
 
 File layout (all little-endian):
@@ -199,7 +200,8 @@ def build(version):
 
 
 def main(argv):
-    usage = "usage: make_handmade_gguf.py OUT.gguf [--version 2|3]"
+    global N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_VOCAB, HEAD_DIM, N_KV
+    usage = "usage: make_handmade_gguf.py OUT.gguf [--version 2|3] [--small]"
     path, version = None, 3
     i = 1
     while i < len(argv):
@@ -213,6 +215,12 @@ def main(argv):
                 return 2
             version = int(argv[i + 1])
             i += 2
+            continue
+        if a == "--small":
+            N_EMBD, N_LAYER, N_HEAD, N_HEAD_KV, N_FF, N_VOCAB = 16, 1, 2, 1, 16, 20
+            HEAD_DIM = N_EMBD // N_HEAD
+            N_KV = N_HEAD_KV * HEAD_DIM
+            i += 1
             continue
         if path is not None or a.startswith("-"):
             sys.stderr.write(usage + "\n")

@@ -63,14 +63,29 @@ static void human_bytes(uint64_t n, char* buf, size_t cap) {
 
 static int is_help(const char* a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
+#define MAX_OPTIONS 32
+
+/* Splits "key=value" in place into the option arrays. Returns 0, 1 for a malformed pair, 2 when full. */
+static int split_option(char* pair, const char** keys, const char** values, size_t* n) {
+    char* eq = strchr(pair, '=');
+    if (!eq || eq == pair) return 1;
+    if (*n >= MAX_OPTIONS + 1) return 2;
+    *eq = '\0';
+    keys[*n] = pair;
+    values[*n] = eq + 1;
+    ++*n;
+    return 0;
+}
+
 /* ---- info ------------------------------------------------------------------------------------ */
 
 static const char* const INFO_HELP =
-    "usage: minfer info MODEL.gguf [--meta] [--tensors] [--quiet]\n"
+    "usage: minfer info MODEL.gguf [--meta] [--tensors] [--option KEY=VALUE]... [--quiet]\n"
     "\n"
     "Validates a GGUF model and prints its architecture, hyperparameters, tensor count and bytes by type,\n"
     "and total size. --meta also prints every metadata key (arrays by length); --tensors lists each tensor.\n"
-    "A file that fails validation prints the status and the reason on stderr and exits 1.\n";
+    "--option sets a library option for this model (repeatable; see 'minfer options'); device defaults to\n"
+    "cpu here. A file that fails validation prints the status and the reason on stderr and exits 1.\n";
 
 static void print_meta(const minfer_model* m) {
     size_t n = minfer_model_meta_count(m), i;
@@ -108,12 +123,16 @@ static int cmd_info(int argc, char** argv) {
     int meta = 0, tensors = 0, i;
     minfer_model* m = NULL;
     minfer_status st;
-    static const char* const keys[] = {"device"};
-    static const char* const values[] = {"cpu"};
+    const char* keys[MAX_OPTIONS + 1] = {"device"};
+    const char* values[MAX_OPTIONS + 1] = {"cpu"};
+    size_t n_options = 1;
     for (i = 0; i < argc; ++i) {
         if (is_help(argv[i])) {
             fputs(INFO_HELP, stdout);
             return 0;
+        } else if (strcmp(argv[i], "--option") == 0) {
+            int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
+            if (rc != 0) return usage_error("info", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
         } else if (strcmp(argv[i], "--meta") == 0) {
             meta = 1;
         } else if (strcmp(argv[i], "--tensors") == 0) {
@@ -132,7 +151,7 @@ static int cmd_info(int argc, char** argv) {
     setup_reporting();
 
     /* Inspecting a file never needs a GPU. */
-    st = minfer_open_with_options(path, keys, values, 1, &m);
+    st = minfer_open_with_options(path, keys, values, n_options, &m);
     if (st != MINFER_OK) return fail_status(st, "info");
 
     {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -22,7 +23,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
         m->plan_ = model::plan_tensors(*m->file_, m->config_);
     } catch (const Error& e) {
         // Say which file; the reader's messages name the key, tensor or offset.
-        if (e.status() == MINFER_ERR_IO) throw;
+        if (std::string_view(e.what()).find(path) != std::string_view::npos) throw;  // already named
         throw Error(e.status(), path + ": " + e.what());
     }
     report_progress("load", 2, 3);

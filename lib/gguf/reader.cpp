@@ -209,7 +209,7 @@ std::shared_ptr<Storage> map_file(const std::string& path) {
     }
     if (st.st_size == 0) {
         ::close(fd);
-        fail(MINFER_ERR_BAD_MODEL, "'%s' is empty, not a GGUF file", path.c_str());
+        fail(MINFER_ERR_BAD_MODEL, "%s: the file is empty, not a GGUF file", path.c_str());
     }
     void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
