@@ -1,0 +1,44 @@
+// Quantized tensor formats on the CPU: dequantization exactly as GGUF defines it, quantizers from f32,
+// activation preparation and dot products on quantized blocks. Block layouts are in quant/blocks.h
+// (one copy, shared with cuda/). One runtime switch per operation picks the per-type code; the SIMD
+// level (AVX2+FMA or portable) is chosen once at run time, and both give the same results within
+// rounding.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "quant/types.h"
+
+namespace minfer::quant {
+
+// Bytes of a row of n elements of type t (n a multiple of the block size).
+size_t row_bytes(Type t, int64_t n);
+
+// Dequantizes n elements (a multiple of the type's block size) of type t into f32.
+// Supported for every type with TypeStatus::supported and for Q8_0, Q8_1, Q8_K.
+void dequantize_row(Type t, const void* src, float* dst, int64_t n);
+
+// Quantizes n f32 values into blocks of type t: scales and minimums derived from the data, so the blocks
+// are valid and representative. Supported for the same types as dequantize_row.
+void quantize_row(Type t, const float* src, void* dst, int64_t n);
+
+// The activation format a weight type's dot product consumes: F32 for f32/f16/bf16, Q8_0 for
+// q4_0/q5_0/q8_0, Q8_1 for q4_1/q5_1, Q8_K for q2_K..q6_K.
+Type vec_dot_type(Type weight);
+
+// Prepares one activation row of n floats for dot products with weights of type `weight`, writing
+// row_bytes(vec_dot_type(weight), n) bytes to dst.
+void prepare_activation(Type weight, const float* x, void* dst, int64_t n);
+
+// Dot product of one weight row (type t, n elements) with one prepared activation row.
+using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
+VecDotFn vec_dot_fn(Type weight);  // the active implementation (AVX2 when available)
+inline float vec_dot(Type weight, int64_t n, const void* w, const void* a) { return vec_dot_fn(weight)(n, w, a); }
+
+// "avx2" or "scalar". force_portable(true) makes vec_dot_fn return the portable code (tests compare
+// the two); it is process-wide and not meant for production use.
+const char* simd_level();
+void force_portable(bool on);
+
+}  // namespace minfer::quant

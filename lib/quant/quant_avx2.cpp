@@ -1,0 +1,397 @@
+// AVX2+FMA+F16C dot products, one per weight type. Only the functions carry the target attribute (the
+// rest of the library is built for the baseline CPU); quant.cpp calls them only after checking the CPU.
+// Each kernel computes the same exact per-block integer sums as the portable code in quant.cpp and
+// differs from it only in the order of the float accumulation.
+#include "quant/quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+
+#include "quant/blocks.h"
+#include "quant/f16.h"
+
+#define MINFER_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+namespace minfer::quant::detail {
+namespace {
+
+// ---- helpers ------------------------------------------------------------------------------------------
+
+MINFER_AVX2 inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+MINFER_AVX2 inline float half(uint16_t h) { return _cvtsh_ss(h); }
+
+// Sums of products of 32 signed bytes x (weights, any value) and y (activation codes, which our quantizers
+// keep in -127..127, never -128), four adjacent products per int32 lane. Flipping y's sign by x's is then
+// exact, and the pairwise int16 step (at most 2 * 128 * 127) cannot saturate.
+MINFER_AVX2 inline __m256i dot_i8(__m256i x, __m256i y) {
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+// The same for unsigned x (0..63) and signed y.
+MINFER_AVX2 inline __m256i dot_u8(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+// 16 bytes of packed nibbles -> 32 bytes: low nibbles in bytes 0..15, high nibbles in bytes 16..31.
+MINFER_AVX2 inline __m256i unpack_nibbles(const uint8_t* p) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+// Bit j of the 32-bit word h -> byte j equal to 0x10 (set) or 0 (clear).
+MINFER_AVX2 inline __m256i bits_to_0x10(uint32_t h) {
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(h)), pick);
+    v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// Bits s..s+width-1 of every byte of v, moved to bit 0 (s + width <= 8).
+MINFER_AVX2 inline __m256i byte_bits(__m256i v, int s, int mask) {
+    return _mm256_and_si256(_mm256_srli_epi16(v, s), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Sixteen int16 group scales s16 -> for the group pair (8h + 2k, 8h + 2k + 1): int16 lanes 0..7 hold the
+// first scale and lanes 8..15 the second. `half` is s16's 128-bit half h broadcast to both lanes.
+alignas(32) constexpr uint8_t kPairShuffle[4][32] = {
+    {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+    {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+    {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+    {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+};
+MINFER_AVX2 inline __m256i scale_half(__m256i s16, int h) {
+    return _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(s16, 1) : _mm256_castsi256_si128(s16));
+}
+MINFER_AVX2 inline __m256i scale_pair(__m256i half, int k) {
+    return _mm256_shuffle_epi8(half, _mm256_load_si256(reinterpret_cast<const __m256i*>(kPairShuffle[k])));
+}
+
+MINFER_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// ---- float weights (f32 activations) ------------------------------------------------------------------
+
+MINFER_AVX2 float dot_f32(int64_t n, const void* w, const void* a) {
+    const float* x = static_cast<const float*>(w);
+    const float* y = static_cast<const float*>(a);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+           acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc0);
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; ++i) sum += x[i] * y[i];
+    return sum;
+}
+
+MINFER_AVX2 inline __m256 load8_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+MINFER_AVX2 float dot_f16(int64_t n, const void* w, const void* a) {
+    const uint16_t* x = static_cast<const uint16_t*>(w);
+    const float* y = static_cast<const float*>(a);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps(), acc2 = _mm256_setzero_ps(),
+           acc3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm256_fmadd_ps(load8_f16(x + i), _mm256_loadu_ps(y + i), acc0);
+        acc1 = _mm256_fmadd_ps(load8_f16(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+        acc2 = _mm256_fmadd_ps(load8_f16(x + i + 16), _mm256_loadu_ps(y + i + 16), acc2);
+        acc3 = _mm256_fmadd_ps(load8_f16(x + i + 24), _mm256_loadu_ps(y + i + 24), acc3);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8_f16(x + i), _mm256_loadu_ps(y + i), acc0);
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
+    for (; i < n; ++i) sum += half(x[i]) * y[i];
+    return sum;
+}
+
+MINFER_AVX2 inline __m256 load8_bf16(const uint16_t* p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+MINFER_AVX2 float dot_bf16(int64_t n, const void* w, const void* a) {
+    const uint16_t* x = static_cast<const uint16_t*>(w);
+    const float* y = static_cast<const float*>(a);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(load8_bf16(x + i), _mm256_loadu_ps(y + i), acc0);
+        acc1 = _mm256_fmadd_ps(load8_bf16(x + i + 8), _mm256_loadu_ps(y + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(load8_bf16(x + i), _mm256_loadu_ps(y + i), acc0);
+    float sum = hsum(_mm256_add_ps(acc0, acc1));
+    for (; i < n; ++i) {
+        sum += bf16_to_f32(x[i]) * y[i];
+    }
+    return sum;
+}
+
+// ---- legacy formats ----------------------------------------------------------------------------------
+
+MINFER_AVX2 float dot_q8_0(int64_t n, const void* w, const void* a) {
+    const BlockQ8_0* x = static_cast<const BlockQ8_0*>(w);
+    const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const __m256i p = dot_i8(load32(x[b].qs), load32(y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc);
+}
+
+MINFER_AVX2 float dot_q4_0(int64_t n, const void* w, const void* a) {
+    const BlockQ4_0* x = static_cast<const BlockQ4_0*>(w);
+    const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+    const __m256i eight = _mm256_set1_epi8(8);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles(x[b].qs), eight);
+        const __m256i p = dot_i8(q, load32(y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc);
+}
+
+MINFER_AVX2 float dot_q4_1(int64_t n, const void* w, const void* a) {
+    const BlockQ4_1* x = static_cast<const BlockQ4_1*>(w);
+    const BlockQ8_1* y = static_cast<const BlockQ8_1*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    float msum = 0.0f;
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const __m256i p = dot_u8(unpack_nibbles(x[b].qs), load32(y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
+        msum += half(x[b].m) * half(y[b].s);
+    }
+    return hsum(acc) + msum;
+}
+
+MINFER_AVX2 float dot_q5_0(int64_t n, const void* w, const void* a) {
+    const BlockQ5_0* x = static_cast<const BlockQ5_0*>(w);
+    const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK; ++b) {
+        __m256i q = _mm256_or_si256(unpack_nibbles(x[b].qs), bits_to_0x10(load_u32_le(x[b].qh)));
+        q = _mm256_sub_epi8(q, sixteen);
+        const __m256i p = dot_i8(q, load32(y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum(acc);
+}
+
+MINFER_AVX2 float dot_q5_1(int64_t n, const void* w, const void* a) {
+    const BlockQ5_1* x = static_cast<const BlockQ5_1*>(w);
+    const BlockQ8_1* y = static_cast<const BlockQ8_1*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    float msum = 0.0f;
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const __m256i q = _mm256_or_si256(unpack_nibbles(x[b].qs), bits_to_0x10(load_u32_le(x[b].qh)));
+        const __m256i p = dot_u8(q, load32(y[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
+        msum += half(x[b].m) * half(y[b].s);
+    }
+    return hsum(acc) + msum;
+}
+
+// ---- K-quants (q8_K activations) ------------------------------------------------------------------------
+
+// q2_K, q3_K, q6_K: 32 unsigned codes u (elements 128h + 32k .. +31) times the matching activations,
+// weighted by the int16 scales of their two 16-element groups; returns 8 int32 partial sums.
+MINFER_AVX2 inline __m256i scaled_dot32(__m256i u, const int8_t* act, __m256i scales) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, load32(act)), scales);
+}
+
+MINFER_AVX2 float dot_q2_K(int64_t n, const void* w, const void* a) {
+    const BlockQ2_K* x = static_cast<const BlockQ2_K*>(w);
+    const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(15)));
+        const __m256i imin = _mm256_madd_epi16(mins, load32(y[b].bsums));
+        const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(sm, _mm_set1_epi8(15)));
+        __m256i isum = _mm256_setzero_si256();
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = load32(x[b].qs + 32 * h);
+            const __m256i sh = scale_half(sc16, h);
+            for (int k = 0; k < 4; ++k)
+                isum = _mm256_add_epi32(
+                    isum, scaled_dot32(byte_bits(q, 2 * k, 3), y[b].qs + 128 * h + 32 * k, scale_pair(sh, k)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].dmin)), _mm256_cvtepi32_ps(imin), accm);
+    }
+    return hsum(acc) - hsum(accm);
+}
+
+MINFER_AVX2 float dot_q3_K(int64_t n, const void* w, const void* a) {
+    const BlockQ3_K* x = static_cast<const BlockQ3_K*>(w);
+    const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        uint32_t sw[4];
+        unpack_scales_q3k_words(x[b].scales, sw);
+        const __m128i sc8 = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(sw[0]), static_cast<int>(sw[1]),
+                                                        static_cast<int>(sw[2]), static_cast<int>(sw[3])),
+                                         _mm_set1_epi8(32));
+        // code = u - 4 with u = low two bits | high bit << 2 in 0..7; the -4 comes back through bsums.
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[b].bsums)), 2);
+        isum = _mm256_sub_epi32(_mm256_setzero_si256(), isum);
+        const __m256i hm = load32(x[b].hmask);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = load32(x[b].qs + 32 * h);
+            const __m256i sh = scale_half(sc16, h);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i u =
+                    _mm256_or_si256(byte_bits(q, 2 * k, 3), _mm256_slli_epi16(byte_bits(hm, 4 * h + k, 1), 2));
+                isum = _mm256_add_epi32(isum, scaled_dot32(u, y[b].qs + 128 * h + 32 * k, scale_pair(sh, k)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+// q4_K / q5_K scales and mins as one vector: bytes 0..7 the scales, 8..15 the mins.
+MINFER_AVX2 inline __m128i k4_scales_mins(const uint8_t* packed) {
+    uint32_t w[4];
+    unpack_scales_k4_words(packed, w);
+    return _mm_setr_epi32(static_cast<int>(w[0]), static_cast<int>(w[1]), static_cast<int>(w[2]), static_cast<int>(w[3]));
+}
+
+// The mins term m_j * (bsums[2j] + bsums[2j+1]) as 8 int32 lanes.
+MINFER_AVX2 inline __m256i k4_mins(__m128i sm, const int16_t* bsums) {
+    const __m128i m = _mm_unpackhi_epi8(sm, sm);  // m0 m0 m1 m1 ... m7 m7
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi16(m), load32(bsums));
+}
+
+// Scale j of the eight int16 scales held in each 128-bit half of s16, broadcast to all 16 lanes (the
+// shuffle control repeats the byte pair 2j, 2j + 1).
+MINFER_AVX2 inline __m256i scale_of(__m256i s16, int j) {
+    return _mm256_shuffle_epi8(s16, _mm256_set1_epi16(static_cast<short>((2 * j + 1) << 8 | 2 * j)));
+}
+
+// One q4_K / q5_K block: the scaled code sums (8 int32 lanes) and, through *mins, the mins term. qh may
+// be null (q4_K).
+MINFER_AVX2 inline __m256i k4_block(const uint8_t* scales, const uint8_t* qh_p, const uint8_t* qs, const BlockQ8_K& y,
+                                    __m256i* mins) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+    const __m128i sm = k4_scales_mins(scales);
+    *mins = k4_mins(sm, y.bsums);
+    const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));  // scales 0..7 in both halves
+    const __m256i qh = qh_p ? load32(qh_p) : _mm256_setzero_si256();
+    __m256i isum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+        const __m256i q = load32(qs + 32 * c);
+        __m256i lo = _mm256_and_si256(q, low4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+        if (qh_p) {
+            lo = _mm256_or_si256(lo, _mm256_slli_epi16(byte_bits(qh, 2 * c, 1), 4));
+            hi = _mm256_or_si256(hi, _mm256_slli_epi16(byte_bits(qh, 2 * c + 1, 1), 4));
+        }
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(y.qs + 64 * c)), scale_of(s16, 2 * c));
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(y.qs + 64 * c + 32)), scale_of(s16, 2 * c + 1));
+        isum = _mm256_add_epi32(isum, _mm256_add_epi32(p0, p1));
+    }
+    return isum;
+}
+
+MINFER_AVX2 float dot_q4_K(int64_t n, const void* w, const void* a) {
+    const BlockQ4_K* x = static_cast<const BlockQ4_K*>(w);
+    const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        __m256i imin;
+        const __m256i isum = k4_block(x[b].scales, nullptr, x[b].qs, y[b], &imin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].dmin)), _mm256_cvtepi32_ps(imin), accm);
+    }
+    return hsum(acc) - hsum(accm);
+}
+
+MINFER_AVX2 float dot_q5_K(int64_t n, const void* w, const void* a) {
+    const BlockQ5_K* x = static_cast<const BlockQ5_K*>(w);
+    const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        __m256i imin;
+        const __m256i isum = k4_block(x[b].scales, x[b].qh, x[b].qs, y[b], &imin);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].dmin)), _mm256_cvtepi32_ps(imin), accm);
+    }
+    return hsum(acc) - hsum(accm);
+}
+
+MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
+    const BlockQ6_K* x = static_cast<const BlockQ6_K*>(w);
+    const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        // code = u - 32 with u in 0..63; the -32 comes back through bsums.
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+        __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[b].bsums)), 5);
+        isum = _mm256_sub_epi32(_mm256_setzero_si256(), isum);
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = load32(x[b].ql + 64 * h);
+            const __m256i ql1 = load32(x[b].ql + 64 * h + 32);
+            const __m256i qh = load32(x[b].qh + 32 * h);
+            const __m256i sh = scale_half(sc16, h);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i l4 = byte_bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 15);
+                const __m256i u = _mm256_or_si256(l4, _mm256_slli_epi16(byte_bits(qh, 2 * k, 3), 4));
+                isum = _mm256_add_epi32(isum, scaled_dot32(u, y[b].qs + 128 * h + 32 * k, scale_pair(sh, k)));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum(acc);
+}
+
+}  // namespace
+
+VecDotFn avx2_vec_dot(Type weight) {
+    switch (weight) {
+        case Type::F32: return dot_f32;
+        case Type::F16: return dot_f16;
+        case Type::BF16: return dot_bf16;
+        case Type::Q4_0: return dot_q4_0;
+        case Type::Q4_1: return dot_q4_1;
+        case Type::Q5_0: return dot_q5_0;
+        case Type::Q5_1: return dot_q5_1;
+        case Type::Q8_0: return dot_q8_0;
+        case Type::Q2_K: return dot_q2_K;
+        case Type::Q3_K: return dot_q3_K;
+        case Type::Q4_K: return dot_q4_K;
+        case Type::Q5_K: return dot_q5_K;
+        case Type::Q6_K: return dot_q6_K;
+        default: return nullptr;
+    }
+}
+
+}  // namespace minfer::quant::detail
+
+#else  // not x86: no AVX2 kernels
+
+namespace minfer::quant::detail {
+VecDotFn avx2_vec_dot(Type) { return nullptr; }
+}  // namespace minfer::quant::detail
+
+#endif

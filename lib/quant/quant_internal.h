@@ -1,0 +1,64 @@
+// Internal to lib/quant: small helpers shared by the portable code (quant.cpp) and the AVX2 kernels
+// (quant_avx2.cpp). Not for use outside lib/quant.
+#pragma once
+
+#include <cstdint>
+
+#include "quant/quant.h"
+
+namespace minfer::quant::detail {
+
+// The 32-bit little-endian word at p (q5_0/q5_1 high bits), independent of the host's byte order.
+inline uint32_t load_u32_le(const uint8_t* p) {
+    return uint32_t(p[0]) | (uint32_t(p[1]) << 8) | (uint32_t(p[2]) << 16) | (uint32_t(p[3]) << 24);
+}
+
+// q4_K / q5_K: reads the 12 packed scale bytes, writes four little-endian words: w[0] = scales 0..3,
+// w[1] = scales 4..7, w[2] = mins 0..3, w[3] = mins 4..7 (byte i of a word holds entry i). Scales and
+// mins 0..3 are the low 6 bits of bytes 0..3 and 4..7; entries 4..7 take their low 4 bits from the
+// nibbles of bytes 8..11 (scales low, mins high) and bits 4-5 from the top bits of bytes 0..3 (scales)
+// and 4..7 (mins).
+inline void unpack_scales_k4_words(const uint8_t* s, uint32_t w[4]) {
+    constexpr uint32_t k6 = 0x3F3F3F3Fu, k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+    const uint32_t a = load_u32_le(s), b = load_u32_le(s + 4), c = load_u32_le(s + 8);
+    w[0] = a & k6;
+    w[1] = (c & k4) | ((a >> 6) & k2) << 4;
+    w[2] = b & k6;
+    w[3] = ((c >> 4) & k4) | ((b >> 6) & k2) << 4;
+}
+
+// q4_K / q5_K: the eight 6-bit scales sc[j] and mins mn[j].
+inline void unpack_scales_k4(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t w[4];
+    unpack_scales_k4_words(s, w);
+    for (int j = 0; j < 8; ++j) {
+        sc[j] = static_cast<uint8_t>(w[j / 4] >> (8 * (j % 4)));
+        mn[j] = static_cast<uint8_t>(w[2 + j / 4] >> (8 * (j % 4)));
+    }
+}
+
+// q3_K: reads the 12 packed scale bytes, writes the sixteen stored 6-bit scales (0..63, offset 32 not yet
+// removed) as four little-endian words, byte i % 4 of word i / 4 holding scale i. Bytes 0..3 and 4..7
+// give the low nibbles (their low halves for scales 0..7, high halves for 8..15); byte 8 + i % 4 gives
+// bits 4-5 of scale i from its bit pair i / 4.
+inline void unpack_scales_q3k_words(const uint8_t* s, uint32_t w[4]) {
+    constexpr uint32_t k4 = 0x0F0F0F0Fu, k2 = 0x03030303u;
+    const uint32_t a = load_u32_le(s), b = load_u32_le(s + 4), h = load_u32_le(s + 8);
+    w[0] = (a & k4) | (h & k2) << 4;
+    w[1] = (b & k4) | ((h >> 2) & k2) << 4;
+    w[2] = ((a >> 4) & k4) | ((h >> 4) & k2) << 4;
+    w[3] = ((b >> 4) & k4) | ((h >> 6) & k2) << 4;
+}
+
+// q3_K: the sixteen signed sub-block scales (stored value - 32).
+inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
+    uint32_t w[4];
+    unpack_scales_q3k_words(s, w);
+    for (int i = 0; i < 16; ++i) out[i] = static_cast<int8_t>(int((w[i / 4] >> (8 * (i % 4))) & 63) - 32);
+}
+
+// The AVX2+FMA+F16C dot product for a weight type, or nullptr where there is none (non-x86 builds).
+// Callers must check the CPU first.
+VecDotFn avx2_vec_dot(Type weight);
+
+}  // namespace minfer::quant::detail
