@@ -251,19 +251,30 @@ MINFER_API int32_t minfer_context_n_ctx(const minfer_context* ctx);
 /* Tokens currently held in the KV cache. */
 MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
 
-/* Appends `n` tokens and computes the logits of the last one.
- * In this build the forward pass is not implemented yet: returns MINFER_ERR_UNSUPPORTED after validating
- * its arguments (token ids, context room), and changes nothing. */
+/* Appends `n` tokens (ids in [0, n_vocab)) to the context and computes the logits of the last one.
+ * MINFER_ERR_INVALID_ARGUMENT for a bad id, MINFER_ERR_CONTEXT_FULL when they do not fit; on any error
+ * the context is unchanged. */
 MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* tokens, size_t n);
-/* Picks the next token from the current logits, appends it and returns it in *token.
- * Not implemented in this build: returns MINFER_ERR_UNSUPPORTED. */
+/* Picks the next token from the current logits (greedy: the highest logit, the lowest id on ties),
+ * appends it, computes the logits that follow it and returns it in *token. Needs logits (a prefill or
+ * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room, leaving the context unchanged. */
 MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
+/* Copies the logits of the last processed position (n_vocab floats) into out (cap floats).
+ * MINFER_ERR_INVALID_ARGUMENT when there are none yet (after create, reset or truncate). */
+MINFER_API minfer_status minfer_context_logits(minfer_context* ctx, float* out, size_t cap);
+/* Empties the KV cache. */
+MINFER_API minfer_status minfer_context_reset(minfer_context* ctx);
+/* Keeps the first n_keep tokens of the KV cache (0 <= n_keep <= n_past); the logits are dropped until the
+ * next prefill or decode. */
+MINFER_API minfer_status minfer_context_truncate(minfer_context* ctx, int32_t n_keep);
 
 /* ---- synthetic models ----------------------------------------------------------------------- */
 
 /* Writes a GGUF model of a named shape with random weights (normal, std 0.02; norms near 1) and a
  * built-in byte-level tokenizer, for tests and benchmarks. `preset`: see minfer_synth_preset_name;
- * `mix`: "f32", "f16" or "bf16" for the matmul weights (norms and biases stay f32). The same seed gives the same file. */
+ * `mix`: the type of the matmul weights: "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
+ * "q2_K" .. "q6_K", or "q4_K_M" (q4_K, with q6_K for the output and some attn_v/ffn_down); norms and
+ * biases stay f32. The same seed gives the same file. */
 MINFER_API minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed);
 MINFER_API size_t minfer_synth_preset_count(void);
 /* The name of preset `index`, or NULL when out of range. */

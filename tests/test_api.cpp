@@ -183,12 +183,14 @@ TEST_SUITE("api") {
         CHECK(minfer_prefill(ctx, five, 5) == MINFER_ERR_CONTEXT_FULL);
         CHECK(std::string(minfer_last_error()).find("do not fit") != std::string::npos);
         CHECK(minfer_context_n_past(ctx) == 0);
-        // Valid input reaches the forward pass, which this build documents as not implemented.
-        CHECK(minfer_prefill(ctx, five, 4) == MINFER_ERR_UNSUPPORTED);
-        CHECK(minfer_context_n_past(ctx) == 0);
         int32_t tok = -5;
-        CHECK(minfer_decode(ctx, &tok) == MINFER_ERR_INVALID_ARGUMENT);
+        CHECK(minfer_decode(ctx, &tok) == MINFER_ERR_INVALID_ARGUMENT);  // no logits yet
+        CHECK(tok == -5);
+        REQUIRE(minfer_prefill(ctx, five, 4) == MINFER_OK);
+        CHECK(minfer_context_n_past(ctx) == 4);
         CHECK(minfer_decode(ctx, nullptr) == MINFER_ERR_INVALID_ARGUMENT);
+        CHECK(minfer_decode(ctx, &tok) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(minfer_context_n_past(ctx) == 4);
         minfer_context_free(ctx);
         minfer_context* none = reinterpret_cast<minfer_context*>(0x1);
         CHECK(minfer_context_create(nullptr, &none) == MINFER_ERR_INVALID_ARGUMENT);

@@ -3,15 +3,20 @@
  *
  *   minfer info MODEL.gguf [--meta] [--tensors]
  *   minfer synth --preset NAME [--mix f32|f16|bf16] [--seed N] -o OUT.gguf
+ *   minfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [--option KEY=VALUE]...
  *   minfer options [--markdown]
  *   minfer version
  *
  * Errors print the status name and the library's message on stderr and exit 1; usage errors exit 2.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "minfer.h"
@@ -223,8 +228,11 @@ static const char* const SYNTH_HELP =
     "       minfer synth --list\n"
     "\n"
     "Writes a Qwen2/Qwen3 GGUF model of a named shape with random weights (normal, std 0.02; norms near 1)\n"
-    "and a built-in byte-level vocabulary. MIX: f32, f16 (default) or bf16 for the matmul weights; norms\n"
-    "and biases stay f32. The same seed gives the same file. --list prints the presets.\n";
+    "and a built-in byte-level vocabulary. MIX is the type of every matmul weight: f32, f16 (default),\n"
+    "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K; or q4_K_M: q4_K with q6_K for the\n"
+    "output and for attn_v/ffn_down in some layers, as common files do. Norms and biases stay f32; K-quant\n"
+    "rows that are not whole 256-element super-blocks fall back to q4_0/q5_0/q5_1/q8_0 as converters do.\n"
+    "The same seed gives the same file. --list prints the presets.\n";
 
 static int cmd_synth(int argc, char** argv) {
     const char *preset = NULL, *mix = "f16", *out = NULL;
@@ -267,6 +275,160 @@ static int cmd_synth(int argc, char** argv) {
     st = minfer_synth(out, preset, mix, seed);
     if (st != MINFER_OK) return fail_status(st, "synth");
     if (!g_quiet) fprintf(stderr, "wrote %s (preset %s, mix %s, seed %" PRIu64 "; random weights)\n", out, preset, mix, seed);
+    return 0;
+}
+
+/* ---- bench ----------------------------------------------------------------------------------- */
+
+static const char* const BENCH_HELP =
+    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [--option KEY=VALUE]... [--quiet]\n"
+    "\n"
+    "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
+    "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
+    "context, after one untimed warm-up run. Prints a markdown table: mean and standard deviation over the\n"
+    "repetitions, with the model, backend and the options in force. Prompt tokens are random ids (fixed\n"
+    "seed); -p 0 or -n 0 skips that test.\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void mean_sd(const double* v, int n, double* mean, double* sd) {
+    double s = 0, q = 0;
+    int i;
+    for (i = 0; i < n; ++i) s += v[i];
+    *mean = s / n;
+    for (i = 0; i < n; ++i) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
+}
+
+/* One repetition: prefill n_prompt tokens, then n_gen decode steps. Rates in tokens per second. */
+static minfer_status bench_once(minfer_context* ctx, const int32_t* prompt, int n_prompt, int n_gen, double* pp, double* tg) {
+    minfer_status st = minfer_context_reset(ctx);
+    double t0, t1;
+    int i;
+    int32_t tok;
+    if (st != MINFER_OK) return st;
+    t0 = now_seconds();
+    st = minfer_prefill(ctx, prompt, (size_t)(n_prompt > 0 ? n_prompt : 1));
+    t1 = now_seconds();
+    if (st != MINFER_OK) return st;
+    *pp = (n_prompt > 0 ? n_prompt : 1) / (t1 - t0);
+    t0 = now_seconds();
+    for (i = 0; i < n_gen && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
+    t1 = now_seconds();
+    *tg = n_gen > 0 ? n_gen / (t1 - t0) : 0.0;
+    return st;
+}
+
+static int cmd_bench(int argc, char** argv) {
+    const char* path = NULL;
+    long n_prompt = 512, n_gen = 128, reps = 3;
+    const char* keys[MAX_OPTIONS + 1];
+    const char* values[MAX_OPTIONS + 1];
+    size_t n_options = 1, k;
+    char ctx_len[32], threads[32], device[32], buf[64];
+    int i, r;
+    minfer_model* m = NULL;
+    minfer_context* ctx = NULL;
+    minfer_status st;
+    int32_t* prompt;
+    double pp[64], tg[64], mean, sd;
+    for (i = 0; i < argc; ++i) {
+        const char* a = argv[i];
+        if (is_help(a)) {
+            fputs(BENCH_HELP, stdout);
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            g_quiet = 1;
+        } else if (strcmp(a, "--option") == 0) {
+            int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
+            if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
+        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            if (i + 1 >= argc) return usage_error("bench", "-m expects a model path");
+            path = argv[++i];
+        } else if (strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "-r") == 0) {
+            char* end = NULL;
+            long v;
+            if (i + 1 >= argc) return usage_error("bench", "a flag is missing its value");
+            v = strtol(argv[++i], &end, 10);
+            if (!end || *end != '\0' || v < 0 || v > 1000000) return usage_error("bench", "-p, -n and -r expect a count");
+            if (a[1] == 'p') n_prompt = v;
+            else if (a[1] == 'n') n_gen = v;
+            else reps = v;
+        } else {
+            return usage_error("bench", "unknown argument");
+        }
+    }
+    if (!path) return usage_error("bench", "-m MODEL.gguf is required");
+    if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
+    setup_reporting();
+
+    /* The context must hold the prompt and the generated tokens. */
+    snprintf(ctx_len, sizeof ctx_len, "%ld", (n_prompt > 0 ? n_prompt : 1) + n_gen);
+    keys[0] = "ctx_len";
+    values[0] = ctx_len;
+    st = minfer_open_with_options(path, keys, values, n_options, &m);
+    if (st != MINFER_OK) return fail_status(st, "bench");
+    st = minfer_context_create(m, &ctx);
+    if (st != MINFER_OK) {
+        minfer_close(m);
+        return fail_status(st, "bench");
+    }
+    prompt = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
+    if (!prompt) {
+        fprintf(stderr, "minfer: bench: out of memory\n");
+        return 1;
+    }
+    {
+        uint64_t x = 0x2545f4914f6cdd1dull;
+        long j;
+        for (j = 0; j < (n_prompt > 0 ? n_prompt : 1); ++j) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            prompt[j] = (int32_t)(x % (uint64_t)minfer_model_n_vocab(m));
+        }
+    }
+    /* Warm-up, untimed: first-touch of the mapped weights, thread start. */
+    st = bench_once(ctx, prompt, (int)(n_prompt < 16 ? n_prompt : 16), n_gen > 0 ? 2 : 0, &pp[0], &tg[0]);
+    for (r = 0; r < reps && st == MINFER_OK; ++r) {
+        if (!g_quiet && isatty(STDERR_FILENO)) fprintf(stderr, "\rbench: repetition %d of %ld", r + 1, reps);
+        st = bench_once(ctx, prompt, (int)n_prompt, (int)n_gen, &pp[r], &tg[r]);
+    }
+    if (!g_quiet && isatty(STDERR_FILENO)) fputc('\n', stderr);
+    free(prompt);
+    if (st != MINFER_OK) {
+        minfer_context_free(ctx);
+        minfer_close(m);
+        return fail_status(st, "bench");
+    }
+
+    minfer_get_option(m, "threads", threads, sizeof threads, NULL);
+    minfer_get_option(m, "device", device, sizeof device, NULL);
+    human_bytes(minfer_model_file_size(m), buf, sizeof buf);
+    printf("| model | size | params | device | threads | test | t/s |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    if (n_prompt > 0) {
+        mean_sd(pp, (int)reps, &mean, &sd);
+        printf("| %s | %s | %.2f B | %s | %s | pp%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+               (double)minfer_model_n_params(m) / 1e9, device, threads, n_prompt, mean, sd);
+    }
+    if (n_gen > 0) {
+        mean_sd(tg, (int)reps, &mean, &sd);
+        printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+               (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
+    }
+    printf("\noptions:");
+    for (k = 0; k < minfer_option_count(); ++k) {
+        const char* name;
+        char value[64];
+        minfer_option_info(k, &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        if (minfer_get_option(m, name, value, sizeof value, NULL) == MINFER_OK) printf(" %s=%s", name, value);
+    }
+    printf("\nbuild: %s; %ld repetitions\n", minfer_build_info(), reps);
+    minfer_context_free(ctx);
+    minfer_close(m);
     return 0;
 }
 
@@ -349,6 +511,7 @@ static const char* const MAIN_HELP =
     "commands:\n"
     "  info MODEL.gguf     validate a model and describe it\n"
     "  synth               write a synthetic Qwen2/Qwen3 model with random weights\n"
+    "  bench -m MODEL      prefill and decode speed in tokens per second\n"
     "  options             list the library's options\n"
     "  version             print the library version and build\n"
     "\n"
@@ -368,6 +531,7 @@ int main(int argc, char** argv) {
     if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
     if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
     if (strcmp(cmd, "options") == 0) return cmd_options(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("%s\n", minfer_build_info());
         return 0;

@@ -354,6 +354,18 @@ minfer_status minfer_decode(minfer_context* ctx, int32_t* token) {
     });
 }
 
+minfer_status minfer_context_logits(minfer_context* ctx, float* out, size_t cap) {
+    return with_context(ctx, [&] { ctx->c->copy_logits(out, cap); });
+}
+
+minfer_status minfer_context_reset(minfer_context* ctx) {
+    return with_context(ctx, [&] { ctx->c->reset(); });
+}
+
+minfer_status minfer_context_truncate(minfer_context* ctx, int32_t n_keep) {
+    return with_context(ctx, [&] { ctx->c->truncate(n_keep); });
+}
+
 // ---- synthetic models -------------------------------------------------------------------------------
 
 minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "cpu/cpu_ops.h"
 #include "device/device.h"
 #include "quant/types.h"
 
@@ -57,9 +58,36 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
     return m;
 }
 
+namespace {
+// Tokens per forward call on the CPU: bounds the scratch buffers, keeps each matmul's weights reused
+// across many tokens.
+constexpr int kMaxBatch = 256;
+}  // namespace
+
 Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
+    const model::Config& c = model_->config();
     const int64_t len = model_->options().get(options::Id::ctx_len);
-    n_ctx_ = len == 0 ? model_->config().n_ctx_train : static_cast<int32_t>(len);
+    n_ctx_ = len == 0 ? c.n_ctx_train : static_cast<int32_t>(len);
+    ops_ = cpu::make_ops(c, n_ctx_);
+    scratch_ = make_scratch(*ops_, c, std::min(kMaxBatch, n_ctx_));
+    logits_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
+    pending_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
+}
+
+Context::~Context() = default;
+
+void Context::run(const int32_t* tokens, size_t n) {
+    ops_->begin(model_->options().get(options::Id::threads));
+    int pos = n_past_;
+    for (size_t done = 0; done < n;) {
+        const int m = static_cast<int>(std::min<size_t>(n - done, static_cast<size_t>(scratch_.max_tokens)));
+        forward(model_->config(), model_->plan(), *ops_, scratch_, tokens + done, m, pos, pending_.data());
+        done += static_cast<size_t>(m);
+        pos += m;
+    }
+    logits_.swap(pending_);
+    n_past_ = pos;
+    has_logits_ = true;
 }
 
 void Context::prefill(const int32_t* tokens, size_t n) {
@@ -71,12 +99,37 @@ void Context::prefill(const int32_t* tokens, size_t n) {
             fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: token %d at index %zu is outside the vocabulary [0, %d)", tokens[i], i, n_vocab);
     if (n > static_cast<size_t>(n_ctx_ - n_past_))
         fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past_, n_ctx_);
-    fail(MINFER_ERR_UNSUPPORTED, "prefill: the forward pass is not implemented in this build");
+    log_line(model_->log_level(), MINFER_LOG_DEBUG, "prefill: %zu tokens at position %d", n, n_past_);
+    run(tokens, n);
 }
 
 int32_t Context::decode() {
-    if (n_past_ == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
-    fail(MINFER_ERR_UNSUPPORTED, "decode: the forward pass is not implemented in this build");
+    if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
+    if (n_past_ >= n_ctx_) fail(MINFER_ERR_CONTEXT_FULL, "decode: the context is full (%d tokens)", n_ctx_);
+    const int32_t token = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past_);
+    run(&token, 1);
+    return token;
+}
+
+void Context::copy_logits(float* out, size_t cap) const {
+    if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "logits: none yet; call minfer_prefill first");
+    if (!out) fail(MINFER_ERR_INVALID_ARGUMENT, "logits: out is NULL");
+    if (cap < logits_.size())
+        fail(MINFER_ERR_BUFFER_TOO_SMALL, "logits: the buffer holds %zu floats, the vocabulary has %zu", cap, logits_.size());
+    std::copy(logits_.begin(), logits_.end(), out);
+}
+
+void Context::reset() {
+    n_past_ = 0;
+    has_logits_ = false;
+}
+
+void Context::truncate(int32_t n_keep) {
+    if (n_keep < 0 || n_keep > n_past_)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "truncate: n_keep = %d is outside [0, %d]", n_keep, n_past_);
+    n_past_ = n_keep;
+    has_logits_ = false;
 }
 
 }  // namespace minfer::engine

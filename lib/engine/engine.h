@@ -9,6 +9,8 @@
 
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "engine/forward.h"
+#include "engine/ops.h"
 #include "options/options.h"
 
 namespace minfer::engine {
@@ -46,25 +48,37 @@ private:
 
 class Context {
 public:
+    // Allocates the KV cache for `ctx_len` tokens (the model's option when created). Throws Error.
     explicit Context(std::shared_ptr<Model> model);
+    ~Context();
 
     Model& model() { return *model_; }
     int32_t n_ctx() const { return n_ctx_; }
     int32_t n_past() const { return n_past_; }
 
-    // Validates, then runs the forward pass (not in this build: MINFER_ERR_UNSUPPORTED). Throws Error;
-    // on any error the context is unchanged.
+    // Each validates first and throws Error; on any error the context is unchanged.
     void prefill(const int32_t* tokens, size_t n);
-    int32_t decode();
+    int32_t decode();  // greedy: the highest logit, the lowest id on ties
+    void copy_logits(float* out, size_t cap) const;
+    void reset();
+    void truncate(int32_t n_keep);
 
     // Busy guard: a second concurrent call on the same context fails with MINFER_ERR_BUSY.
     bool try_acquire() { return !busy_.exchange(true, std::memory_order_acquire); }
     void release() { busy_.store(false, std::memory_order_release); }
 
 private:
+    // Runs tokens through the model in chunks; on success the new logits replace the old ones.
+    void run(const int32_t* tokens, size_t n);
+
     std::shared_ptr<Model> model_;
     int32_t n_ctx_ = 0;
     int32_t n_past_ = 0;
+    std::unique_ptr<Ops> ops_;
+    Scratch scratch_;
+    std::vector<float> logits_;   // [n_vocab] of the last processed position
+    std::vector<float> pending_;  // [n_vocab] written by a forward call in progress
+    bool has_logits_ = false;
     std::atomic<bool> busy_{false};
 };
 

@@ -1,12 +1,16 @@
 #include "synth/synth.h"
 
+#include <algorithm>
 #include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
-#include "quant/f16.h"
+#include "quant/quant.h"
 #include "quant/types.h"
 
 namespace minfer::synth {
@@ -82,7 +86,7 @@ struct Rng {
     }
 };
 
-enum class Class { matmul, embedding, norm, bias };
+enum class Class { matmul, embedding, output, norm, bias };
 
 struct Spec {
     std::string name;
@@ -91,12 +95,49 @@ struct Spec {
     int32_t type;
 };
 
-int32_t mix_type(const std::string& mix, Class cls) {
+// K-quant rows must be whole super-blocks of 256; where a row is not (qwen2-0.5b's 896), converters
+// fall back to a legacy type of similar size, and so does synth.
+quant::Type fit_row(quant::Type t, int64_t cols) {
+    if (quant::type_info(t).block_elems != 256 || cols % 256 == 0) return t;
+    switch (t) {
+    case quant::Type::Q2_K: case quant::Type::Q3_K: return quant::Type::Q4_0;
+    case quant::Type::Q4_K: return quant::Type::Q5_0;
+    case quant::Type::Q5_K: return quant::Type::Q5_1;
+    default: return quant::Type::Q8_0;
+    }
+}
+
+// True for the layers where a q4_K_M-like mix spends more bits on attn_v and ffn_down: the first and
+// last eighth of the layers and every third layer in between.
+bool more_bits(int layer, int n_layer) {
+    const int e = n_layer / 8;
+    return layer < e || layer >= n_layer - e || (layer - e) % 3 == 2;
+}
+
+const char* const kMixes = "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K, q4_K_M";
+
+// The type of a tensor under a mix. Norms and biases stay f32 in every mix. A plain type name puts
+// every matmul weight (embedding and output included) in that type; q4_K_M is q4_K with q6_K for the
+// output and for attn_v/ffn_down in the layers more_bits() picks.
+int32_t mix_type(const std::string& mix, Class cls, const std::string& name, int layer, int n_layer, int64_t cols) {
     if (cls == Class::norm || cls == Class::bias) return static_cast<int32_t>(quant::Type::F32);
-    if (mix == "f32") return static_cast<int32_t>(quant::Type::F32);
-    if (mix == "f16") return static_cast<int32_t>(quant::Type::F16);
-    if (mix == "bf16") return static_cast<int32_t>(quant::Type::BF16);
-    fail(MINFER_ERR_INVALID_ARGUMENT, "unknown mix '%s' (known: f32, f16, bf16)", mix.c_str());
+    quant::Type t;
+    if (mix == "q4_K_M") {
+        const bool wide = name.find("attn_v.") != std::string::npos || name.find("ffn_down.") != std::string::npos;
+        t = cls == Class::output || (wide && more_bits(layer, n_layer)) ? quant::Type::Q6_K : quant::Type::Q4_K;
+    } else {
+        t = quant::Type::F32;
+        bool found = false;
+        for (int32_t id = 0; id < 40 && !found; ++id) {
+            const quant::TypeInfo& info = quant::type_info(id);
+            if (info.status == quant::TypeStatus::supported && mix == info.name) {
+                t = static_cast<quant::Type>(id);
+                found = true;
+            }
+        }
+        if (!found) fail(MINFER_ERR_INVALID_ARGUMENT, "unknown mix '%s' (known: %s)", mix.c_str(), kMixes);
+    }
+    return static_cast<int32_t>(fit_row(t, cols));
 }
 
 struct FillState {
@@ -108,29 +149,36 @@ struct FillState {
 void fill_tensor(void* user, size_t index, uint8_t* dst, uint64_t n_bytes) {
     FillState& st = *static_cast<FillState*>(user);
     const Spec& spec = (*st.specs)[index];
-    uint64_t n = 1;
-    for (int64_t d : spec.dims) n *= static_cast<uint64_t>(d);
-    Rng rng(st.seed ^ (0x5851f42d4c957f2dull * (index + 1)));
-    std::vector<float> v(n + 1);
-    for (uint64_t i = 0; i < n; i += 2) rng.normal2(0.02f, &v[i], &v[i + 1]);
-    if (spec.cls == Class::norm)
-        for (uint64_t i = 0; i < n; ++i) v[i] += 1.0f;
-    switch (static_cast<quant::Type>(spec.type)) {
-    case quant::Type::F32: std::memcpy(dst, v.data(), n * 4); break;
-    case quant::Type::F16:
-        for (uint64_t i = 0; i < n; ++i) {
-            uint16_t h = quant::f32_to_f16(v[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-    case quant::Type::BF16:
-        for (uint64_t i = 0; i < n; ++i) {
-            uint16_t h = quant::f32_to_bf16(v[i]);
-            std::memcpy(dst + 2 * i, &h, 2);
-        }
-        break;
-    default: fail(MINFER_ERR_INTERNAL, "synth: no encoder for type %d", spec.type);
+    const int64_t cols = spec.dims[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < spec.dims.size(); ++d) rows *= spec.dims[d];
+    const quant::Type type = static_cast<quant::Type>(spec.type);
+    const size_t row_bytes = quant::row_bytes(type, cols);
+    // Rows in parallel; each row's values come from its own generator, so the file is the same for a
+    // seed whatever the thread count.
+    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    for (unsigned w = 0; w < n_threads; ++w) {
+        threads.emplace_back([&, w] {
+            try {
+                std::vector<float> v(static_cast<size_t>(cols) + 1);
+                for (int64_t r = w; r < rows; r += n_threads) {
+                    Rng rng(st.seed ^ (0x5851f42d4c957f2dull * (index + 1)) ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(r + 1)));
+                    for (int64_t i = 0; i < cols; i += 2) rng.normal2(0.02f, &v[static_cast<size_t>(i)], &v[static_cast<size_t>(i) + 1]);
+                    if (spec.cls == Class::norm)
+                        for (int64_t i = 0; i < cols; ++i) v[static_cast<size_t>(i)] += 1.0f;
+                    quant::quantize_row(type, v.data(), dst + static_cast<size_t>(r) * row_bytes, cols);
+                }
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(error_mutex);
+                if (!error) error = std::current_exception();
+            }
+        });
     }
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
     st.done += n_bytes;
     report_progress("synth", st.done, st.total);
 }
@@ -152,7 +200,7 @@ void write_model(const std::string& path, const std::string& preset_name, const 
         for (const Preset& q : kPresets) known += (known.empty() ? "" : ", ") + std::string(q.name);
         fail(MINFER_ERR_INVALID_ARGUMENT, "unknown preset '%s' (known: %s)", preset_name.c_str(), known.c_str());
     }
-    mix_type(mix, Class::matmul);  // validates the mix before any work
+    mix_type(mix, Class::matmul, "", 0, 1, 256);  // validates the mix before any work
 
     gguf::Writer w;
     const std::string a = p->arch;
@@ -203,11 +251,14 @@ void write_model(const std::string& path, const std::string& preset_name, const 
 
     const int64_t d = p->n_embd, q = int64_t{p->n_head} * p->head_dim, kv = int64_t{p->n_head_kv} * p->head_dim;
     std::vector<Spec> specs;
+    int layer = 0;
     auto add = [&](std::string name, Class cls, std::vector<int64_t> dims) {
-        specs.push_back({std::move(name), cls, std::move(dims), mix_type(mix, cls)});
+        const int32_t type = mix_type(mix, cls, name, layer, p->n_layer, dims[0]);
+        specs.push_back({std::move(name), cls, std::move(dims), type});
     };
-    add("token_embd.weight", Class::embedding, {d, p->n_vocab});
+    add("token_embd.weight", p->tied ? Class::output : Class::embedding, {d, p->n_vocab});
     for (int i = 0; i < p->n_layer; ++i) {
+        layer = i;
         const std::string b = "blk." + std::to_string(i) + ".";
         add(b + "attn_norm.weight", Class::norm, {d});
         add(b + "attn_q.weight", Class::matmul, {d, q});
@@ -228,7 +279,7 @@ void write_model(const std::string& path, const std::string& preset_name, const 
         add(b + "ffn_down.weight", Class::matmul, {p->n_ff, d});
     }
     add("output_norm.weight", Class::norm, {d});
-    if (!p->tied) add("output.weight", Class::matmul, {d, p->n_vocab});
+    if (!p->tied) add("output.weight", Class::output, {d, p->n_vocab});
 
     FillState st{&specs, seed};
     for (const Spec& s : specs) {

@@ -1,0 +1,202 @@
+#include "cpu/cpu_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cpu/threadpool.h"
+#include "quant/quant.h"
+
+namespace minfer::cpu {
+namespace {
+
+using engine::Buf;
+using engine::Weight;
+
+float dot_f32(const float* a, const float* b, int n) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; ++i) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+class CpuOps final : public engine::Ops {
+public:
+    CpuOps(const model::Config& c, int n_ctx)
+        : c_(c),
+          n_ctx_(n_ctx),
+          kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
+          k_cache_(static_cast<size_t>(c.n_layer) * n_ctx * kv_dim_),
+          v_cache_(k_cache_.size()) {}
+
+    void begin(int64_t threads_option) override {
+        const int want = resolve_threads(threads_option);
+        if (!pool_ || pool_->size() != want) {
+            pool_.reset();
+            pool_ = std::make_unique<ThreadPool>(want);
+            scores_.assign(static_cast<size_t>(want) * n_ctx_, 0.0f);
+        }
+    }
+
+    Buf alloc(size_t n) override {
+        buffers_.emplace_back(n);
+        return Buf{buffers_.back().data(), n};
+    }
+
+    void embed(const Weight& table, const int32_t* tokens, int n, Buf out) override {
+        const size_t row = quant::row_bytes(table.type, table.cols);
+        const auto* base = static_cast<const uint8_t*>(table.host);
+        pool_->parallel_for(n, [&](int64_t t, int) {
+            quant::dequantize_row(table.type, base + row * static_cast<size_t>(tokens[t]), out.data + t * table.cols, table.cols);
+        });
+    }
+
+    void rms_norm(Buf x, int64_t rows, int64_t dim, const Weight& w, float eps, Buf out) override {
+        const float* weight = static_cast<const float*>(w.host);
+        const int64_t per_task = std::max<int64_t>(1, 4096 / dim);
+        pool_->parallel_for((rows + per_task - 1) / per_task, [&](int64_t task, int) {
+            for (int64_t r = task * per_task; r < std::min(rows, (task + 1) * per_task); ++r) {
+                const float* in = x.data + r * dim;
+                float* o = out.data + r * dim;
+                double ss = 0;
+                for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(in[i]) * in[i];
+                const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+                for (int64_t i = 0; i < dim; ++i) o[i] = in[i] * scale * weight[i];
+            }
+        });
+    }
+
+    void matmul(const Weight& w, Buf x, int n, Buf out) override {
+        // Prepare each token's activation row once in the format the weight type's dot product takes.
+        const quant::Type at = quant::vec_dot_type(w.type);
+        const size_t arow = quant::row_bytes(at, w.cols);
+        if (act_.size() < arow * static_cast<size_t>(n)) act_.resize(arow * static_cast<size_t>(n));
+        pool_->parallel_for(n, [&](int64_t t, int) {
+            quant::prepare_activation(w.type, x.data + t * w.cols, act_.data() + static_cast<size_t>(t) * arow, w.cols);
+        });
+        // Rows in blocks: each block of weight rows stays in cache while every token passes over it.
+        const quant::VecDotFn dot = quant::vec_dot_fn(w.type);
+        const size_t wrow = quant::row_bytes(w.type, w.cols);
+        const auto* wb = static_cast<const uint8_t*>(w.host);
+        const int64_t rows = w.rows;
+        const int64_t block = std::clamp<int64_t>(rows / (pool_->size() * 8), 1, 16);
+        pool_->parallel_for((rows + block - 1) / block, [&](int64_t task, int) {
+            const int64_t r0 = task * block, r1 = std::min(rows, r0 + block);
+            for (int t = 0; t < n; ++t) {
+                const uint8_t* a = act_.data() + static_cast<size_t>(t) * arow;
+                float* o = out.data + static_cast<int64_t>(t) * rows;
+                for (int64_t r = r0; r < r1; ++r) o[r] = dot(w.cols, wb + static_cast<size_t>(r) * wrow, a);
+            }
+        });
+    }
+
+    void add_bias(Buf x, int64_t rows, const Weight& b) override {
+        const float* bias = static_cast<const float*>(b.host);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t i = 0; i < b.cols; ++i) x.data[r * b.cols + i] += bias[i];
+    }
+
+    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) override {
+        const int half = head_dim / 2;
+        if (inv_freq_.size() != static_cast<size_t>(half) || freq_base_ != freq_base) {
+            inv_freq_.resize(static_cast<size_t>(half));
+            for (int i = 0; i < half; ++i) inv_freq_[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
+            freq_base_ = freq_base;
+        }
+        pool_->parallel_for(n, [&](int64_t t, int) {
+            const double pos = static_cast<double>(pos0 + t);
+            for (int i = 0; i < half; ++i) {
+                const double theta = pos * inv_freq_[static_cast<size_t>(i)];
+                const float cs = static_cast<float>(std::cos(theta)), sn = static_cast<float>(std::sin(theta));
+                for (int h = 0; h < n_heads; ++h) {
+                    float* v = x.data + (t * n_heads + h) * head_dim;
+                    const float a = v[i], b = v[i + half];
+                    v[i] = a * cs - b * sn;
+                    v[i + half] = a * sn + b * cs;
+                }
+            }
+        });
+    }
+
+    void store_kv(int layer, int pos0, int n, Buf k, Buf v) override {
+        const size_t at = (static_cast<size_t>(layer) * n_ctx_ + static_cast<size_t>(pos0)) * kv_dim_;
+        std::memcpy(k_cache_.data() + at, k.data, static_cast<size_t>(n) * kv_dim_ * sizeof(float));
+        std::memcpy(v_cache_.data() + at, v.data, static_cast<size_t>(n) * kv_dim_ * sizeof(float));
+    }
+
+    void attention(int layer, Buf q, int n, int pos0, Buf out) override {
+        const int hd = c_.head_dim, n_head = c_.n_head, group = c_.n_head / c_.n_head_kv;
+        const size_t q_dim = static_cast<size_t>(n_head) * hd;
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const float* kl = k_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
+        const float* vl = v_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
+        pool_->parallel_for(int64_t{n} * n_head, [&](int64_t task, int thread) {
+            const int t = static_cast<int>(task / n_head), h = static_cast<int>(task % n_head);
+            const int kvh = h / group, last = pos0 + t;  // attends to positions 0 .. last
+            const float* qv = q.data + t * q_dim + static_cast<size_t>(h) * hd;
+            float* sc = scores_.data() + static_cast<size_t>(thread) * n_ctx_;
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int j = 0; j <= last; ++j) {
+                sc[j] = dot_f32(qv, kl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, hd) * scale;
+                mx = std::max(mx, sc[j]);
+            }
+            double sum = 0;
+            for (int j = 0; j <= last; ++j) {
+                sc[j] = std::exp(sc[j] - mx);
+                sum += sc[j];
+            }
+            const float inv = static_cast<float>(1.0 / sum);
+            float* o = out.data + t * q_dim + static_cast<size_t>(h) * hd;
+            std::fill(o, o + hd, 0.0f);
+            for (int j = 0; j <= last; ++j) {
+                const float p = sc[j] * inv;
+                const float* vv = vl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd;
+                for (int i = 0; i < hd; ++i) o[i] += p * vv[i];
+            }
+        });
+    }
+
+    void swiglu(Buf gate, Buf up) override {
+        const int64_t chunk = 4096;
+        pool_->parallel_for((static_cast<int64_t>(gate.n) + chunk - 1) / chunk, [&](int64_t task, int) {
+            const size_t i0 = static_cast<size_t>(task * chunk), i1 = std::min(gate.n, i0 + chunk);
+            for (size_t i = i0; i < i1; ++i) {
+                const float g = gate.data[i];
+                gate.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
+            }
+        });
+    }
+
+    void add(Buf x, Buf y) override {
+        for (size_t i = 0; i < x.n; ++i) x.data[i] += y.data[i];
+    }
+
+    void read(Buf src, float* host) override { std::memcpy(host, src.data, src.n * sizeof(float)); }
+
+private:
+    model::Config c_;
+    int n_ctx_;
+    size_t kv_dim_;
+    std::vector<float> k_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
+    std::vector<float> v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
+    std::unique_ptr<ThreadPool> pool_;
+    std::vector<float> scores_;    // [threads][n_ctx] attention scores
+    std::vector<uint8_t> act_;     // prepared activations of the current matmul
+    std::vector<double> inv_freq_;  // RoPE frequencies
+    double freq_base_ = 0;
+    std::vector<std::vector<float>> buffers_;
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx) { return std::make_unique<CpuOps>(config, n_ctx); }
+
+}  // namespace minfer::cpu

@@ -1,0 +1,49 @@
+// A small fork-join pool: the calling thread and n-1 workers split `n_tasks` tasks with an atomic
+// counter (dynamic scheduling, so uneven rows balance). One parallel_for at a time per pool; each
+// context owns its pool, so contexts on different threads never share one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace minfer::cpu {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);  // n_threads >= 1, the caller included
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // Runs fn(task, thread) for task in [0, n_tasks); thread in [0, size()). Returns when all are done.
+    // An exception thrown by a task is rethrown here (the first one); the other tasks still finish.
+    void parallel_for(int64_t n_tasks, const std::function<void(int64_t task, int thread)>& fn);
+
+private:
+    void worker(int index);
+    void run_tasks(int thread);
+
+    int n_threads_;
+    std::vector<std::thread> workers_;
+    std::mutex mutex_;
+    std::condition_variable start_cv_, done_cv_;
+    uint64_t generation_ = 0;
+    bool stop_ = false;
+    int busy_workers_ = 0;
+    const std::function<void(int64_t, int)>* fn_ = nullptr;
+    int64_t n_tasks_ = 0;
+    std::atomic<int64_t> next_{0};
+    std::exception_ptr error_;
+};
+
+// The number of threads to use for a `threads` option value (0 = every hardware thread).
+int resolve_threads(int64_t option);
+
+}  // namespace minfer::cpu

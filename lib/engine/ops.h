@@ -1,0 +1,75 @@
+// The backend seam. The forward pass (engine/forward.cpp) is written once per architecture in terms of
+// these operations; each backend (CPU now, CUDA later) implements them on its own memory. An Ops object
+// belongs to one context: it owns that context's KV cache and scratch buffers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/gguf.h"
+#include "quant/types.h"
+
+namespace minfer::engine {
+
+// A weight as the forward pass sees it: a 1-D vector or a matrix of `rows` rows of `cols` elements
+// (GGUF ne0 = cols, ne1 = rows), stored in `type`. `host` points into the mapped file.
+struct Weight {
+    const gguf::TensorInfo* info = nullptr;
+    quant::Type type = quant::Type::F32;
+    int64_t cols = 0;  // ne0: elements per row (the input dimension of a matmul)
+    int64_t rows = 1;  // ne1: rows (the output dimension of a matmul)
+    const void* host = nullptr;
+
+    static Weight of(const gguf::TensorInfo* t) {
+        Weight w;
+        w.info = t;
+        w.type = static_cast<quant::Type>(t->type);
+        w.cols = t->ne[0];
+        w.rows = t->ne[1];
+        w.host = t->data;
+        return w;
+    }
+};
+
+// A span of floats in the backend's memory.
+struct Buf {
+    float* data = nullptr;
+    size_t n = 0;
+    Buf at(size_t offset, size_t count) const { return Buf{data + offset, count}; }
+};
+
+class Ops {
+public:
+    virtual ~Ops() = default;
+
+    // Called before each forward call with the model's `threads` option (backends may ignore it).
+    virtual void begin(int64_t threads_option) = 0;
+
+    // Scratch in backend memory, alive as long as this Ops.
+    virtual Buf alloc(size_t n_floats) = 0;
+
+    // out[t][:] = row tokens[t] of the embedding table (dequantized). out: [n][table.cols]
+    virtual void embed(const Weight& table, const int32_t* tokens, int n, Buf out) = 0;
+    // out[r] = x[r] / rms(x[r]) * w, for `rows` rows of `dim`; out may be x.
+    virtual void rms_norm(Buf x, int64_t rows, int64_t dim, const Weight& w, float eps, Buf out) = 0;
+    // out[t][r] = dot(W row r, x[t]) for t < n. x: [n][w.cols], out: [n][w.rows]
+    virtual void matmul(const Weight& w, Buf x, int n, Buf out) = 0;
+    // x[r][:] += b for `rows` rows of b.cols.
+    virtual void add_bias(Buf x, int64_t rows, const Weight& b) = 0;
+    // Rotary embedding, NeoX layout (pairs i and i + head_dim/2), token t at position pos0 + t, in place.
+    // x: [n][n_heads * head_dim]
+    virtual void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) = 0;
+    // Writes k, v ([n][n_head_kv * head_dim]) into the cache of `layer` at positions pos0 .. pos0+n-1.
+    virtual void store_kv(int layer, int pos0, int n, Buf k, Buf v) = 0;
+    // Causal grouped-query attention of q ([n][n_head * head_dim], token t at position pos0 + t) over the
+    // cache of `layer`, positions 0 .. pos0+t. out: [n][n_head * head_dim]
+    virtual void attention(int layer, Buf q, int n, int pos0, Buf out) = 0;
+    // gate[i] = silu(gate[i]) * up[i]
+    virtual void swiglu(Buf gate, Buf up) = 0;
+    // x[i] += y[i]
+    virtual void add(Buf x, Buf y) = 0;
+    // Copies n floats to host memory.
+    virtual void read(Buf src, float* host) = 0;
+};
+
+}  // namespace minfer::engine
