@@ -194,6 +194,8 @@ MINFER_API int32_t minfer_model_head_dim(const minfer_model* model);
 MINFER_API int32_t minfer_model_n_ff(const minfer_model* model);
 MINFER_API double minfer_model_rope_freq_base(const minfer_model* model);
 MINFER_API double minfer_model_rms_norm_eps(const minfer_model* model);
+/* The backend the model runs on: "cpu" or "cuda" (the `device` option resolved at open). */
+MINFER_API const char* minfer_model_device(const minfer_model* model);
 /* 1 when the output projection shares the token embedding. */
 MINFER_API int32_t minfer_model_tied_output(const minfer_model* model);
 

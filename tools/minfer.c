@@ -168,6 +168,7 @@ static int cmd_info(int argc, char** argv) {
         printf("file:           %s (%" PRIu64 " bytes, %s)\n", path, minfer_model_file_size(m), buf);
         printf("name:           %s\n", minfer_model_name(m)[0] ? minfer_model_name(m) : "(none)");
         printf("architecture:   %s\n", minfer_model_architecture(m));
+        printf("device:         %s\n", minfer_model_device(m));
         printf("parameters:     %" PRIu64 " (%.3f B)\n", minfer_model_n_params(m), (double)minfer_model_n_params(m) / 1e9);
         printf("vocabulary:     %d\n", minfer_model_n_vocab(m));
         printf("context:        %d (training)\n", minfer_model_n_ctx_train(m));
@@ -405,7 +406,8 @@ static int cmd_bench(int argc, char** argv) {
     }
 
     minfer_get_option(m, "threads", threads, sizeof threads, NULL);
-    minfer_get_option(m, "device", device, sizeof device, NULL);
+    if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "%ld (all)", sysconf(_SC_NPROCESSORS_ONLN));
+    snprintf(device, sizeof device, "%s", minfer_model_device(m));
     human_bytes(minfer_model_file_size(m), buf, sizeof buf);
     printf("| model | size | params | device | threads | test | t/s |\n");
     printf("|---|---|---|---|---|---|---|\n");

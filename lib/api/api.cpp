@@ -236,6 +236,10 @@ MODEL_GETTER(int32_t, minfer_model_tied_output, model->m->plan().tied_output)
 
 const char* minfer_model_architecture(const minfer_model* model) { return model ? model->m->config().arch_name.c_str() : ""; }
 const char* minfer_model_name(const minfer_model* model) { return model ? model->m->config().name.c_str() : ""; }
+const char* minfer_model_device(const minfer_model* model) {
+    if (!model) return "";
+    return model->m->backend() == minfer::engine::Backend::cuda ? "cuda" : "cpu";
+}
 
 const char* minfer_type_name(int32_t type) { return minfer::quant::type_info(type).name; }
 
