@@ -1,6 +1,7 @@
-// The C ABI. Each entry point checks its arguments, runs the engine inside guard() (which catches every
-// exception and turns it into a status plus the thread's last-error message) and never lets anything
-// escape. Handles wrap shared_ptrs so a context keeps its model alive after minfer_close.
+// The C ABI: models, options, contexts, synth (text and sampling are in api_text.cpp). Each entry point
+// checks its arguments, runs the engine inside guard() (which catches every exception and turns it into
+// a status plus the thread's last-error message) and never lets anything escape. Handles wrap
+// shared_ptrs so a context keeps its model alive after minfer_close.
 #include <cinttypes>
 #include <cstring>
 #include <memory>
@@ -8,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "api/api_internal.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "engine/engine.h"
@@ -16,79 +18,7 @@
 #include "quant/types.h"
 #include "synth/synth.h"
 
-struct minfer_model {
-    std::shared_ptr<minfer::engine::Model> m;
-};
-
-struct minfer_context {
-    std::unique_ptr<minfer::engine::Context> c;
-};
-
-namespace {
-
-using minfer::Error;
-using minfer::fail;
-
-thread_local std::string t_last_error;
-
-minfer_status set_error(minfer_status st, const char* msg) noexcept {
-    try {
-        t_last_error = msg;
-    } catch (...) {
-        t_last_error.clear();
-    }
-    return st;
-}
-
-template <class F>
-minfer_status guard(F&& f) noexcept {
-    try {
-        f();
-        return MINFER_OK;
-    } catch (const Error& e) {
-        return set_error(e.status(), e.what());
-    } catch (const std::bad_alloc&) {
-        return set_error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
-    } catch (const std::exception& e) {
-        return set_error(MINFER_ERR_INTERNAL, e.what());
-    } catch (...) {
-        return set_error(MINFER_ERR_INTERNAL, "unknown exception");
-    }
-}
-
-void need(const void* p, const char* what) {
-    if (!p) fail(MINFER_ERR_INVALID_ARGUMENT, "%s is NULL", what);
-}
-
-void copy_out(const std::string& s, char* buf, size_t cap, size_t* len_out) {
-    if (len_out) *len_out = s.size();
-    if (!buf || cap < s.size() + 1)
-        fail(MINFER_ERR_BUFFER_TOO_SMALL, "the answer needs %zu bytes including the NUL, the buffer has %zu", s.size() + 1,
-             buf ? cap : size_t{0});
-    std::memcpy(buf, s.data(), s.size());
-    buf[s.size()] = '\0';
-}
-
-const minfer::gguf::Value& meta(const minfer_model* model, const char* key) {
-    need(model, "model");
-    need(key, "key");
-    const minfer::gguf::Value* v = model->m->file().find(key);
-    if (!v) fail(MINFER_ERR_NOT_FOUND, "metadata key '%s' is not in the file", key);
-    return *v;
-}
-
-// Runs f with the context's busy flag held.
-template <class F>
-minfer_status with_context(minfer_context* ctx, F&& f) noexcept {
-    if (!ctx) return set_error(MINFER_ERR_INVALID_ARGUMENT, "ctx is NULL");
-    if (!ctx->c->try_acquire())
-        return set_error(MINFER_ERR_BUSY, "the context is in use by another thread; a context serves one thread at a time");
-    minfer_status st = guard(std::forward<F>(f));
-    ctx->c->release();
-    return st;
-}
-
-}  // namespace
+using namespace minfer::api;
 
 extern "C" {
 
