@@ -1,6 +1,9 @@
 // Portable quantization code: dequantizers, quantizers, activation preparation and dot products for every
 // supported type, plus the run-time dispatch to the AVX2 kernels in quant_avx2.cpp. Layouts and formulas
 // are documented in quant/blocks.h.
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include "quant/quant.h"
 
 #include <algorithm>
@@ -777,8 +780,11 @@ VecDotFn portable_vec_dot(Type weight) {
 
 bool cpu_has_avx2() {
 #if defined(__x86_64__) || defined(__i386__)
+    // F16C is read from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
 #else
     return false;
 #endif
