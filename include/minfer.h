@@ -257,8 +257,9 @@ MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
  * MINFER_ERR_INVALID_ARGUMENT for a bad id, MINFER_ERR_CONTEXT_FULL when they do not fit; on any error
  * the context is unchanged. */
 MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* tokens, size_t n);
-/* Picks the next token from the current logits (greedy: the highest logit, the lowest id on ties),
- * appends it, computes the logits that follow it and returns it in *token. Needs logits (a prefill or
+/* Picks the next token from the current logits with the context's sampler (greedy by default: the
+ * highest logit, the lowest id on ties), appends it, computes the logits that follow it and returns it
+ * in *token. Needs logits (a prefill or
  * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room, leaving the context unchanged. */
 MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
 /* Copies the logits of the last processed position (n_vocab floats) into out (cap floats).
@@ -270,6 +271,104 @@ MINFER_API minfer_status minfer_context_reset(minfer_context* ctx);
  * next prefill or decode. */
 MINFER_API minfer_status minfer_context_truncate(minfer_context* ctx, int32_t n_keep);
 
+/* ---- tokenizer ------------------------------------------------------------------------------ */
+
+/*
+ * The model's own vocabulary (byte-level BPE, `tokenizer.ggml.model` = gpt2, with the Qwen2
+ * pre-tokenizer). A model whose tokenizer minfer does not implement still opens; these calls then
+ * return MINFER_ERR_UNSUPPORTED naming it.
+ */
+
+/* Text (UTF-8, `len` bytes; invalid bytes are encoded as their byte tokens) -> token ids. With
+ * parse_special, control tokens written in the text (e.g. "<|im_start|>") become their ids; without,
+ * they are plain text. Writes the ids when n <= cap; *n_out receives n; MINFER_ERR_BUFFER_TOO_SMALL
+ * (nothing written) when cap is smaller. */
+MINFER_API minfer_status minfer_tokenize(const minfer_model* model, const char* text, size_t len, int32_t parse_special,
+                                         int32_t* tokens, size_t cap, size_t* n_out);
+/* The raw bytes of one token (a piece of a UTF-8 character is possible; special tokens give their
+ * text). Buffer convention as above; the bytes are NUL-terminated. */
+MINFER_API minfer_status minfer_token_to_piece(const minfer_model* model, int32_t token, char* buf, size_t cap,
+                                               size_t* len_out);
+/* The text of a token sequence: the pieces concatenated, with every invalid UTF-8 sequence replaced by
+ * U+FFFD, exactly as the streaming decoder below emits it. */
+MINFER_API minfer_status minfer_detokenize(const minfer_model* model, const int32_t* tokens, size_t n, char* buf,
+                                           size_t cap, size_t* len_out);
+
+typedef enum minfer_special_token {
+    MINFER_TOKEN_BOS = 0,
+    MINFER_TOKEN_EOS = 1,
+    MINFER_TOKEN_EOT = 2,      /* end of turn (<|im_end|> for Qwen chat models) */
+    MINFER_TOKEN_IM_START = 3,
+    MINFER_TOKEN_IM_END = 4,
+    MINFER_TOKEN_PAD = 5
+} minfer_special_token;
+/* The id of a special token, or -1 when the vocabulary has none. */
+MINFER_API int32_t minfer_model_special_token(const minfer_model* model, minfer_special_token which);
+/* 1 when generation should stop at this token (eos, end of turn, im_end, or another end-of-generation
+ * control token of the vocabulary). */
+MINFER_API int32_t minfer_token_is_eog(const minfer_model* model, int32_t token);
+
+/* The model's `tokenizer.chat_template` (Jinja source, not evaluated); MINFER_ERR_NOT_FOUND when absent. */
+MINFER_API minfer_status minfer_model_chat_template(const minfer_model* model, char* buf, size_t cap, size_t* len_out);
+/* Formats messages as ChatML, the format of Qwen chat models, with no template engine:
+ * "<|im_start|>ROLE\nCONTENT<|im_end|>\n" per message, then "<|im_start|>assistant\n" when
+ * add_assistant is non-zero. Roles and contents are UTF-8 strings. */
+MINFER_API minfer_status minfer_chat_format(const char* const* roles, const char* const* contents, size_t n_messages,
+                                            int32_t add_assistant, char* buf, size_t cap, size_t* len_out);
+
+/* Streaming detokenizer: feed tokens one at a time, get text back only in whole UTF-8 characters, so a
+ * character split over several tokens is never emitted in parts. Invalid sequences become U+FFFD. The
+ * concatenation of every push and the final flush equals minfer_detokenize of the same tokens. */
+typedef struct minfer_detokenizer minfer_detokenizer;
+MINFER_API minfer_status minfer_detokenizer_create(const minfer_model* model, minfer_detokenizer** out);
+/* Appends a token; writes the text that became complete (possibly none). Buffer convention as above;
+ * on MINFER_ERR_BUFFER_TOO_SMALL the token is not consumed. */
+MINFER_API minfer_status minfer_detokenizer_push(minfer_detokenizer* d, int32_t token, char* buf, size_t cap,
+                                                 size_t* len_out);
+/* Emits what is still held (an incomplete character becomes U+FFFD) and starts over. */
+MINFER_API minfer_status minfer_detokenizer_flush(minfer_detokenizer* d, char* buf, size_t cap, size_t* len_out);
+MINFER_API void minfer_detokenizer_free(minfer_detokenizer* d);
+
+/* ---- sampling ------------------------------------------------------------------------------- */
+
+/* Per-context sampling settings. `size` must be sizeof(minfer_sampler_params); fill the defaults with
+ * minfer_sampler_params_init, then change what you need. The chain, in order: repetition, presence and
+ * frequency penalties over the last `penalty_last_n` tokens of the context; logit bias; then, when
+ * temperature > 0: top-k, top-p, min-p, temperature, and a draw from a generator seeded by `seed` (the
+ * same seed and inputs give the same tokens on the same backend). temperature <= 0 is greedy. */
+typedef struct minfer_sampler_params {
+    uint32_t size;
+    float temperature;       /* default 0.8; <= 0: greedy */
+    int32_t top_k;           /* default 40; <= 0: off */
+    float top_p;             /* default 0.95; >= 1: off */
+    float min_p;             /* default 0.05; <= 0: off */
+    float repeat_penalty;    /* default 1.0 (off): logits of recent tokens divided (if > 0) or multiplied */
+    float presence_penalty;  /* default 0: subtracted once from the logit of each recent token */
+    float frequency_penalty; /* default 0: subtracted per occurrence */
+    int32_t penalty_last_n;  /* default 64; 0: penalties off; -1: the whole context */
+    uint64_t seed;           /* default 42; every value, 0 included, is an ordinary seed */
+} minfer_sampler_params;
+
+MINFER_API void minfer_sampler_params_init(minfer_sampler_params* params);
+/* Validates and applies; MINFER_ERR_INVALID_ARGUMENT (naming the field) changes nothing. Contexts
+ * start greedy (temperature 0). Reseeds the generator. */
+MINFER_API minfer_status minfer_context_set_sampler(minfer_context* ctx, const minfer_sampler_params* params);
+/* Adds `bias` to the logit of `token` before sampling (-INFINITY bans it); a second call for the same
+ * token replaces it. */
+MINFER_API minfer_status minfer_context_set_logit_bias(minfer_context* ctx, int32_t token, float bias);
+MINFER_API minfer_status minfer_context_clear_logit_bias(minfer_context* ctx);
+/* Stop strings: after each decode, the context checks whether the text generated since the last
+ * prefill now contains one of them. Replaces the previous list; n = 0 clears it. */
+MINFER_API minfer_status minfer_context_set_stop_strings(minfer_context* ctx, const char* const* stops, size_t n);
+
+typedef enum minfer_stop_reason {
+    MINFER_STOP_NONE = 0,
+    MINFER_STOP_EOG = 1,    /* the last decoded token ends generation (minfer_token_is_eog) */
+    MINFER_STOP_STRING = 2  /* the generated text now contains a stop string */
+} minfer_stop_reason;
+/* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. */
+MINFER_API minfer_stop_reason minfer_context_stop_reason(const minfer_context* ctx);
+
 /* ---- synthetic models ----------------------------------------------------------------------- */
 
 /* Writes a GGUF model of a named shape with random weights (normal, std 0.02; norms near 1) and a
@@ -278,6 +377,16 @@ MINFER_API minfer_status minfer_context_truncate(minfer_context* ctx, int32_t n_
  * "q2_K" .. "q6_K", or "q4_K_M" (q4_K, with q6_K for the output and some attn_v/ffn_down); norms and
  * biases stay f32. The same seed gives the same file. */
 MINFER_API minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed);
+/* As minfer_synth, but the tokenizer comes from a Hugging Face tokenizer.json (byte-level BPE with the
+ * Qwen2 pre-tokenizer, as Qwen2/Qwen3 ship it) and optionally its tokenizer_config.json (NULL: none):
+ * model.vocab by id plus added_tokens at their ids (special ones as control tokens, others as
+ * user-defined), the merges, bos/eos/pad from the config (without one, eos is "<|endoftext|>") and the
+ * config's chat_template. The vocabulary size is the larger of the preset's and the token count, padded
+ * with unused tokens. MINFER_ERR_IO when a file cannot be read, MINFER_ERR_BAD_MODEL for invalid JSON or
+ * an inconsistent vocabulary, MINFER_ERR_UNSUPPORTED for another tokenizer model, normalizer,
+ * pre-tokenizer or decoder (the message names it). */
+MINFER_API minfer_status minfer_synth_vocab(const char* path, const char* preset, const char* mix, uint64_t seed,
+                                            const char* tokenizer_json, const char* tokenizer_config_json);
 MINFER_API size_t minfer_synth_preset_count(void);
 /* The name of preset `index`, or NULL when out of range. */
 MINFER_API const char* minfer_synth_preset_name(size_t index);

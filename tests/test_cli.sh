@@ -358,4 +358,75 @@ run options --frob
 expect_rc 2
 ok
 
+# ---- run, chat, tokenize, bench ---------------------------------------------------------------------
+
+check "minfer tokenize prints the ids exactly as [id, id, id]"
+run synth --preset qwen2-tiny --mix q8_0 --seed 4 -o gen.gguf --quiet
+expect_rc 0
+run tokenize -m gen.gguf --prompt "Hi!"
+expect_rc 0
+expect_line out "[72, 105, 33]"
+run tokenize -m gen.gguf --prompt "<|im_end|>x" --parse-special
+expect_rc 0
+expect_line out "[258, 120]"
+printf 'a\nb' >prompt.txt
+run tokenize -m gen.gguf --prompt-file prompt.txt
+expect_line out "[97, 10, 98]"
+ok
+
+check "minfer run streams text, reports speeds on stderr, and dumps logits"
+run run -m gen.gguf -p "Hello" -n 6 --temp 0 --dump-logits logits.bin --ignore-eos
+expect_rc 0
+expect_match err "prefill 5 tokens in .* decode 6 tokens in"
+# 512 floats per vector: the prompt's last position and 6 decode steps.
+[ "$(wc -c <logits.bin)" -eq $((512 * 4 * 7)) ] || fail "logits.bin has $(wc -c <logits.bin) bytes, expected $((512 * 4 * 7))"
+cp out greedy1.txt
+run run -m gen.gguf -p "Hello" -n 6 --temp 0 --ignore-eos
+cmp -s out greedy1.txt || fail "greedy output differs between two runs"
+run run -m gen.gguf --prompt-tokens 72,101 -n 3 --seed 7 --temp 1.2 --quiet
+expect_rc 0
+cp out seeded.txt
+run run -m gen.gguf --prompt-tokens 72,101 -n 3 --seed 7 --temp 1.2 --quiet
+cmp -s out seeded.txt || fail "the same seed gave different text"
+expect_empty err
+ok
+
+check "minfer run errors: bad token ids and bad flags"
+run run -m gen.gguf --prompt-tokens 1,99999 -n 2
+expect_rc 1
+expect_text err "MINFER_ERR_INVALID_ARGUMENT"
+run run -m gen.gguf --temp lots
+expect_rc 2
+run run -m gen.gguf -p a --prompt-tokens 1
+expect_rc 2
+ok
+
+check "minfer run without a model builds and uses the embedded default (random weights)"
+XDG_CACHE_HOME="$T/cache"
+export XDG_CACHE_HOME
+run run -p "Hi" -n 4
+expect_rc 0
+expect_text err "RANDOM"
+ls "$T"/cache/minfer/default-*.gguf >/dev/null 2>&1 || fail "no default model in the cache"
+run run -p "Hi" -n 4
+expect_rc 0
+unset XDG_CACHE_HOME
+ok
+
+check "minfer chat holds a multi-turn conversation"
+LAST_CMD="minfer chat -m gen.gguf -n 5 (3 turns on stdin)"
+printf 'Hello there\nTell me more\n/reset\nAgain\n' | "$MINFER" chat -m gen.gguf -n 5 --quiet >out 2>err
+RC=$?
+expect_rc 0
+expect_text out "(conversation reset)"
+[ "$(grep -vc 'conversation reset' out)" -ge 3 ] || fail "expected three replies"
+ok
+
+check "minfer bench reports pp and tg rows"
+run bench -m gen.gguf -p 16 -n 4 -r 2 --quiet
+expect_rc 0
+expect_match out "^\| .* \| pp16 \| [0-9.]+ ± [0-9.]+ \|$"
+expect_match out "^\| .* \| tg4 \| [0-9.]+ ± [0-9.]+ \|$"
+ok
+
 echo "cli: $PASSED passed, 0 failed"

@@ -311,6 +311,18 @@ minfer_status minfer_synth(const char* path, const char* preset, const char* mix
     });
 }
 
+minfer_status minfer_synth_vocab(const char* path, const char* preset, const char* mix, uint64_t seed,
+                                 const char* tokenizer_json, const char* tokenizer_config_json) {
+    return guard([&] {
+        need(path, "path");
+        need(preset, "preset");
+        need(mix, "mix");
+        need(tokenizer_json, "tokenizer_json");
+        minfer::synth::write_model_vocab(path, preset, mix, seed, tokenizer_json,
+                                         tokenizer_config_json ? tokenizer_config_json : "");
+    });
+}
+
 size_t minfer_synth_preset_count(void) { return minfer::synth::presets().size(); }
 
 const char* minfer_synth_preset_name(size_t index) {

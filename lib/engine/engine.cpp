@@ -37,6 +37,16 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
     std::sort(m->tensor_types_.begin(), m->tensor_types_.end());
     for (const gguf::KV& kv : m->file_->kvs()) m->meta_keys_.emplace_back(kv.key);
 
+    // Tokenizer. A file that names a tokenizer minfer does not implement is refused here, never run
+    // with a wrong one; a file that names none (no tokenizer.ggml.pre) still runs on token ids.
+    try {
+        m->tokenizer_ = tokenizer::Tokenizer::from_gguf(*m->file_);
+    } catch (const Error& e) {
+        if (e.status() != MINFER_ERR_UNSUPPORTED || m->file_->find("tokenizer.ggml.pre") != nullptr) throw Error(e.status(), path + ": " + e.what());
+        m->tokenizer_error_ = e.what();
+        log_line(level, MINFER_LOG_WARN, "%s: %s; text calls will fail, token ids work", path.c_str(), e.what());
+    }
+
     // Backend choice. The CUDA forward pass arrives with its own issue; until then device=cuda says so
     // plainly instead of silently running on the CPU.
     const int64_t device = m->options_.get(options::Id::device);
@@ -56,6 +66,16 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
              path.c_str(), m->config_.arch_name.c_str(), m->config_.n_layer, m->n_params_, m->file_->tensors().size(),
              m->file_->size());
     return m;
+}
+
+const tokenizer::Tokenizer& Model::tokenizer() const {
+    if (!tokenizer_) fail(MINFER_ERR_UNSUPPORTED, "this model has no usable tokenizer: %s", tokenizer_error_.c_str());
+    return *tokenizer_;
+}
+
+bool Model::is_eog(int32_t token) const {
+    if (tokenizer_) return tokenizer_->is_eog(token);
+    return token == config_.eos;
 }
 
 namespace {
@@ -88,6 +108,7 @@ void Context::run(const int32_t* tokens, size_t n) {
     logits_.swap(pending_);
     n_past_ = pos;
     has_logits_ = true;
+    history_.insert(history_.end(), tokens, tokens + n);
 }
 
 void Context::prefill(const int32_t* tokens, size_t n) {
@@ -101,15 +122,39 @@ void Context::prefill(const int32_t* tokens, size_t n) {
         fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past_, n_ctx_);
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "prefill: %zu tokens at position %d", n, n_past_);
     run(tokens, n);
+    generated_.clear();
+    stop_reason_ = MINFER_STOP_NONE;
 }
 
 int32_t Context::decode() {
     if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
     if (n_past_ >= n_ctx_) fail(MINFER_ERR_CONTEXT_FULL, "decode: the context is full (%d tokens)", n_ctx_);
-    const int32_t token = static_cast<int32_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
+    const int32_t token = sampler_.sample(logits_, history_);
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past_);
     run(&token, 1);
+    stop_reason_ = MINFER_STOP_NONE;
+    if (model_->is_eog(token)) {
+        stop_reason_ = MINFER_STOP_EOG;
+    } else if (!stops_.empty()) {
+        // Look for a stop string that ends inside the new piece.
+        size_t longest = 0;
+        for (const std::string& s : stops_) longest = std::max(longest, s.size());
+        const size_t before = generated_.size();
+        generated_ += model_->tokenizer().piece(token);
+        const size_t from = before >= longest ? before - longest + 1 : 0;
+        for (const std::string& s : stops_)
+            if (generated_.find(s, from) != std::string::npos) stop_reason_ = MINFER_STOP_STRING;
+        if (generated_.size() > 4 * longest + 64) generated_.erase(0, generated_.size() - 2 * longest);
+    }
     return token;
+}
+
+void Context::set_stop_strings(std::vector<std::string> stops) {
+    for (const std::string& s : stops)
+        if (s.empty()) fail(MINFER_ERR_INVALID_ARGUMENT, "stop strings: an empty stop string would stop at once");
+    if (!stops.empty()) model_->tokenizer();  // stop strings need the vocabulary's text
+    stops_ = std::move(stops);
+    generated_.clear();
 }
 
 void Context::copy_logits(float* out, size_t cap) const {
@@ -123,6 +168,9 @@ void Context::copy_logits(float* out, size_t cap) const {
 void Context::reset() {
     n_past_ = 0;
     has_logits_ = false;
+    history_.clear();
+    generated_.clear();
+    stop_reason_ = MINFER_STOP_NONE;
 }
 
 void Context::truncate(int32_t n_keep) {
@@ -130,6 +178,9 @@ void Context::truncate(int32_t n_keep) {
         fail(MINFER_ERR_INVALID_ARGUMENT, "truncate: n_keep = %d is outside [0, %d]", n_keep, n_past_);
     n_past_ = n_keep;
     has_logits_ = false;
+    history_.resize(static_cast<size_t>(n_keep));
+    generated_.clear();
+    stop_reason_ = MINFER_STOP_NONE;
 }
 
 }  // namespace minfer::engine

@@ -12,6 +12,8 @@
 #include "engine/forward.h"
 #include "engine/ops.h"
 #include "options/options.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace minfer::engine {
 
@@ -33,6 +35,10 @@ public:
     // Metadata keys in file order, NUL-terminated (the file's own bytes are not).
     const std::vector<std::string>& meta_keys() const { return meta_keys_; }
     int log_level() const { return static_cast<int>(options_.get(options::Id::log_level)); }
+    // The vocabulary's tokenizer; throws Error(MINFER_ERR_UNSUPPORTED) when the file's tokenizer is one
+    // minfer does not implement (the model still runs on token ids).
+    const tokenizer::Tokenizer& tokenizer() const;
+    bool is_eog(int32_t token) const;
 
 private:
     Model() = default;
@@ -44,6 +50,8 @@ private:
     uint64_t n_params_ = 0;
     std::vector<int32_t> tensor_types_;
     std::vector<std::string> meta_keys_;
+    std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+    std::string tokenizer_error_;  // why there is no tokenizer
 };
 
 class Context {
@@ -63,6 +71,10 @@ public:
     void reset();
     void truncate(int32_t n_keep);
 
+    sampling::Sampler& sampler() { return sampler_; }
+    void set_stop_strings(std::vector<std::string> stops);
+    minfer_stop_reason stop_reason() const { return stop_reason_; }
+
     // Busy guard: a second concurrent call on the same context fails with MINFER_ERR_BUSY.
     bool try_acquire() { return !busy_.exchange(true, std::memory_order_acquire); }
     void release() { busy_.store(false, std::memory_order_release); }
@@ -79,6 +91,11 @@ private:
     std::vector<float> logits_;   // [n_vocab] of the last processed position
     std::vector<float> pending_;  // [n_vocab] written by a forward call in progress
     bool has_logits_ = false;
+    std::vector<int32_t> history_;  // the tokens in the KV cache, oldest first (for penalties)
+    sampling::Sampler sampler_;
+    std::vector<std::string> stops_;
+    std::string generated_;         // bytes decoded since the last prefill, for stop strings
+    minfer_stop_reason stop_reason_ = MINFER_STOP_NONE;
     std::atomic<bool> busy_{false};
 };
 

@@ -5,6 +5,8 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/error.h"
@@ -30,7 +32,7 @@ constexpr Preset kPresets[] = {
 };
 
 // Token types as GGUF defines them.
-constexpr int32_t kTokNormal = 1, kTokControl = 3, kTokUnused = 5;
+constexpr int32_t kTokNormal = 1, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5;
 
 // The GPT-2 byte-level alphabet: printable bytes stand for themselves, the rest map to U+0100 onwards.
 std::string byte_token(int b) {
@@ -183,6 +185,127 @@ void fill_tensor(void* user, size_t index, uint8_t* dst, uint64_t n_bytes) {
     report_progress("synth", st.done, st.total);
 }
 
+// Appends unused "[PADn]" tokens (n: the id) up to n tokens; a name already taken gets a "'" more.
+void pad_vocab(Vocab& v, size_t n) {
+    if (v.tokens.size() >= n) return;
+    std::unordered_set<std::string_view> taken;
+    taken.reserve(v.tokens.size());
+    for (const std::string& t : v.tokens)
+        if (t.rfind("[PAD", 0) == 0) taken.insert(t);
+    std::vector<std::string> extra;
+    extra.reserve(n - v.tokens.size());
+    for (size_t id = v.tokens.size(); id < n; ++id) {
+        std::string t = "[PAD" + std::to_string(id) + "]";
+        while (taken.count(t)) t += '\'';
+        extra.push_back(std::move(t));
+    }
+    for (std::string& t : extra) {
+        v.tokens.push_back(std::move(t));
+        v.types.push_back(kTokUnused);
+    }
+}
+
+// ---- Hugging Face tokenizer.json -----------------------------------------------------------------
+
+// The pre-tokenizer split of Qwen2/Qwen2.5/Qwen3 (llama.cpp's "qwen2"), as tokenizer.json writes it.
+constexpr std::string_view kQwen2Regex =
+    R"re((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+
+// Ids beyond this are refused (a hostile file would otherwise make us allocate without bound).
+constexpr int64_t kMaxTokenId = (int64_t{1} << 24) - 1;
+
+// Short text for messages: strings quoted and cut, objects by their "type", others by kind.
+std::string describe(const json::Value* v) {
+    if (!v || v->is_null()) return "null";
+    if (v->is_string()) {
+        std::string s = v->str().substr(0, 80);
+        for (char& c : s)
+            if (static_cast<unsigned char>(c) < 0x20) c = ' ';
+        return "'" + s + (v->str().size() > 80 ? "...'" : "'");
+    }
+    if (v->is_object()) {
+        const json::Value* t = v->find("type");
+        if (t && t->is_string()) return "'" + t->str() + "'";
+        return "an object without a type";
+    }
+    return std::string("a ") + json::type_name(v->type());
+}
+
+// The member `key` of `obj`, nullptr when absent or null.
+const json::Value* member(const json::Value& obj, const char* key) {
+    const json::Value* v = obj.find(key);
+    return v && !v->is_null() ? v : nullptr;
+}
+
+const json::Value& required(const json::Value& obj, const char* key, json::Type type, const char* where) {
+    const json::Value* v = member(obj, key);
+    if (!v) fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: %s has no '%s'", where, key);
+    if (v->type() != type)
+        fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: %s.%s is %s, expected a %s", where, key, describe(v).c_str(),
+             json::type_name(type));
+    return *v;
+}
+
+bool flag(const json::Value& obj, const char* key) {
+    const json::Value* v = member(obj, key);
+    return v && v->boolean();
+}
+
+std::string_view type_of(const json::Value* v) {
+    const json::Value* t = v && v->is_object() ? v->find("type") : nullptr;
+    return t && t->is_string() ? std::string_view(t->str()) : std::string_view();
+}
+
+// Split with the Qwen2 regex (isolated), then ByteLevel without its own regex or prefix space.
+void check_pre_tokenizer(const json::Value* pre) {
+    const char* want = "Sequence[Split(Qwen2 regex, Isolated), ByteLevel(add_prefix_space=false, use_regex=false)]";
+    if (type_of(pre) != "Sequence")
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer %s is not supported (minfer implements %s)",
+             describe(pre).c_str(), want);
+    const json::Value* list = member(*pre, "pretokenizers");
+    if (!list || !list->is_array() || list->size() != 2 || type_of(&(*list)[0]) != "Split" ||
+        type_of(&(*list)[1]) != "ByteLevel") {
+        std::string got;
+        if (list && list->is_array())
+            for (const json::Value& e : list->items()) got += (got.empty() ? "" : ", ") + describe(&e);
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer Sequence[%s] is not supported (minfer implements %s)",
+             got.c_str(), want);
+    }
+    const json::Value& split = (*list)[0];
+    const json::Value* pattern = member(split, "pattern");
+    const json::Value* regex = pattern && pattern->is_object() ? member(*pattern, "Regex") : nullptr;
+    if (!regex || !regex->is_string() || regex->str() != kQwen2Regex)
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer Split pattern %s is not the Qwen2 regex",
+             regex ? describe(regex).c_str() : pattern && pattern->is_object() && member(*pattern, "String")
+                                                 ? ("string " + describe(member(*pattern, "String"))).c_str()
+                                                 : "(none)");
+    const json::Value* behavior = member(split, "behavior");
+    if (!behavior || !behavior->is_string() || behavior->str() != "Isolated" || flag(split, "invert"))
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer Split with behavior %s%s is not supported (only Isolated)",
+             describe(behavior).c_str(), flag(split, "invert") ? " and invert" : "");
+    // ByteLevel's use_regex defaults to true (files written before it existed always split with the GPT-2
+    // regex), so it must be there and false.
+    const json::Value& bl = (*list)[1];
+    const json::Value* use_regex = member(bl, "use_regex");
+    if (flag(bl, "add_prefix_space") || !use_regex || use_regex->boolean() || !use_regex->is_bool())
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: pre_tokenizer ByteLevel with %s is not supported",
+             flag(bl, "add_prefix_space") ? "add_prefix_space" : "use_regex (the GPT-2 split after the Qwen2 one)");
+}
+
+// The id of an added token named by tokenizer_config.json: a string, or an object with "content".
+int32_t config_token(const json::Value& cfg, const char* key, const std::unordered_map<std::string_view, int32_t>& ids) {
+    const json::Value* v = member(cfg, key);
+    if (!v) return -1;
+    if (v->is_object()) v = member(*v, "content");
+    if (!v || !v->is_string())
+        fail(MINFER_ERR_BAD_MODEL, "tokenizer_config.json: %s is %s, expected a string or an object with content", key,
+             describe(v).c_str());
+    const auto it = ids.find(v->str());
+    if (it == ids.end())
+        fail(MINFER_ERR_BAD_MODEL, "tokenizer_config.json: %s %s is not in the vocabulary", key, describe(v).c_str());
+    return it->second;
+}
+
 }  // namespace
 
 std::span<const Preset> presets() { return kPresets; }
@@ -193,7 +316,164 @@ const Preset* find_preset(const std::string& name) {
     return nullptr;
 }
 
-void write_model(const std::string& path, const std::string& preset_name, const std::string& mix, uint64_t seed) {
+Vocab import_hf_vocab(const json::Value& tok, const json::Value* cfg) {
+    if (!tok.is_object()) fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: the top level is %s, expected an object", describe(&tok).c_str());
+    const json::Value& model = required(tok, "model", json::Type::object, "the top level");
+    const json::Value* mtype = member(model, "type");
+    if (!mtype || !mtype->is_string() || mtype->str() != "BPE")
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: model.type %s is not supported (minfer reads byte-level BPE)",
+             describe(mtype).c_str());
+    if (flag(model, "byte_fallback"))
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: BPE with byte_fallback is not supported (byte-level BPE only)");
+    if (flag(model, "ignore_merges")) fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: BPE with ignore_merges is not supported");
+    for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+        if (const json::Value* v = member(model, k); v && !(v->is_string() && v->str().empty()))
+            fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: BPE with %s %s is not supported", k, describe(v).c_str());
+    if (const json::Value* v = member(model, "dropout"); v && v->number() != 0.0)
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: BPE with dropout is not supported");
+
+    // NFC is accepted: GGUF has no key for it and Qwen's tokenizer.json carries it.
+    if (const json::Value* n = member(tok, "normalizer"); n && type_of(n) != "NFC")
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: normalizer %s is not supported (none or NFC)", describe(n).c_str());
+    check_pre_tokenizer(member(tok, "pre_tokenizer"));
+    if (const json::Value* d = member(tok, "decoder"); d && type_of(d) != "ByteLevel")
+        fail(MINFER_ERR_UNSUPPORTED, "tokenizer.json: decoder %s is not supported (ByteLevel)", describe(d).c_str());
+
+    // The tokens: model.vocab, then the added tokens at their ids.
+    const json::Value& vocab = required(model, "vocab", json::Type::object, "model");
+    const json::Value* added = member(tok, "added_tokens");
+    if (added && !added->is_array())
+        fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: added_tokens is %s, expected an array", describe(added).c_str());
+    auto token_id = [](const json::Value& v, const char* where, const std::string& text) {
+        int64_t id = -1;
+        if (!v.as_int(&id) || id < 0 || id > kMaxTokenId)
+            fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: %s id of '%s' is not an integer in [0, %lld]", where,
+                 text.substr(0, 80).c_str(), static_cast<long long>(kMaxTokenId));
+        return static_cast<int32_t>(id);
+    };
+    int64_t n = 0;
+    for (size_t i = 0; i < vocab.size(); ++i) n = std::max<int64_t>(n, token_id(vocab[i], "model.vocab", vocab.keys()[i]) + 1);
+    if (added) {
+        for (const json::Value& a : added->items()) {
+            if (!a.is_object()) fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: an added token is %s, expected an object", describe(&a).c_str());
+            const json::Value& content = required(a, "content", json::Type::string, "an added token");
+            n = std::max<int64_t>(n, token_id(required(a, "id", json::Type::number, "an added token"), "added_tokens", content.str()) + 1);
+        }
+    }
+    Vocab out;
+    out.tokens.resize(static_cast<size_t>(n));
+    out.types.assign(static_cast<size_t>(n), 0);  // 0: no token yet
+    for (size_t i = 0; i < vocab.size(); ++i) {
+        const auto id = static_cast<size_t>(token_id(vocab[i], "model.vocab", vocab.keys()[i]));
+        if (out.types[id] != 0)
+            fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: model.vocab gives id %zu to both '%s' and '%s'", id,
+                 out.tokens[id].substr(0, 80).c_str(), vocab.keys()[i].substr(0, 80).c_str());
+        if (vocab.keys()[i].empty()) fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: model.vocab has an empty token (id %zu)", id);
+        out.tokens[id] = vocab.keys()[i];
+        out.types[id] = kTokNormal;
+    }
+    if (added) {
+        for (const json::Value& a : added->items()) {
+            const std::string& content = a.find("content")->str();
+            const auto id = static_cast<size_t>(token_id(*a.find("id"), "added_tokens", content));
+            if (content.empty()) fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: added token %zu is empty", id);
+            // An added token may repeat its vocab entry (same text, same id); anything else is a clash.
+            if (out.types[id] != 0 && out.tokens[id] != content)
+                fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: added token '%s' has id %zu, which is '%s' already",
+                     content.substr(0, 80).c_str(), id, out.tokens[id].substr(0, 80).c_str());
+            out.tokens[id] = content;
+            out.types[id] = flag(a, "special") ? kTokControl : kTokUserDefined;
+        }
+    }
+    // Gaps become unused padding tokens.
+    for (size_t id = 0; id < out.tokens.size(); ++id) {
+        if (out.types[id] == 0) {
+            out.tokens[id] = "[PAD" + std::to_string(id) + "]";
+            out.types[id] = kTokUnused;
+        }
+    }
+
+    // Text -> id; added tokens win over vocab entries of the same text.
+    std::unordered_map<std::string_view, int32_t> ids;
+    ids.reserve(out.tokens.size() * 2);
+    for (int pass = 0; pass < 2; ++pass)
+        for (size_t id = 0; id < out.tokens.size(); ++id)
+            if ((out.types[id] == kTokControl || out.types[id] == kTokUserDefined) == (pass == 0))
+                ids.emplace(out.tokens[id], static_cast<int32_t>(id));
+
+    // Merges, by rank, as "a b": both halves and their concatenation must be tokens.
+    if (const json::Value* merges = member(model, "merges")) {
+        if (!merges->is_array())
+            fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: model.merges is %s, expected an array", describe(merges).c_str());
+        out.merges.reserve(merges->size());
+        std::string joined;
+        for (size_t r = 0; r < merges->size(); ++r) {
+            const json::Value& m = (*merges)[r];
+            std::string_view a, b;
+            if (m.is_string()) {
+                const std::string& s = m.str();
+                const size_t sp = s.find(' ');
+                if (sp == std::string::npos || sp == 0 || sp + 1 == s.size() || s.find(' ', sp + 1) != std::string::npos)
+                    fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: merge %zu '%s' is not two tokens separated by one space", r,
+                         s.substr(0, 80).c_str());
+                a = std::string_view(s).substr(0, sp);
+                b = std::string_view(s).substr(sp + 1);
+            } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+                a = m[0].str();
+                b = m[1].str();
+                if (a.empty() || b.empty() || a.find(' ') != a.npos || b.find(' ') != b.npos)
+                    fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: merge %zu ['%.80s', '%.80s'] cannot be written as \"a b\"", r,
+                         std::string(a).c_str(), std::string(b).c_str());
+            } else {
+                fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: merge %zu is %s, expected \"a b\" or [a, b]", r, describe(&m).c_str());
+            }
+            joined.assign(a);
+            joined += b;
+            for (std::string_view part : {a, b, std::string_view(joined)})
+                if (!ids.count(part))
+                    fail(MINFER_ERR_BAD_MODEL, "tokenizer.json: merge %zu ('%.80s' + '%.80s') names '%.80s', which is not in the vocabulary",
+                         r, std::string(a).c_str(), std::string(b).c_str(), std::string(part).c_str());
+            std::string line;
+            line.reserve(a.size() + 1 + b.size());
+            line.append(a);
+            line += ' ';
+            line.append(b);
+            out.merges.push_back(std::move(line));
+        }
+    }
+
+    // Special ids and the chat template.
+    if (cfg) {
+        if (!cfg->is_object())
+            fail(MINFER_ERR_BAD_MODEL, "tokenizer_config.json: the top level is %s, expected an object", describe(cfg).c_str());
+        out.bos = config_token(*cfg, "bos_token", ids);
+        out.eos = config_token(*cfg, "eos_token", ids);
+        out.pad = config_token(*cfg, "pad_token", ids);
+        if (const json::Value* t = member(*cfg, "chat_template")) {
+            if (t->is_string()) {
+                out.chat_template = t->str();
+            } else if (t->is_array()) {
+                // The list form: [{"name": ..., "template": ...}]; the one named "default" is the chat template.
+                for (const json::Value& e : t->items()) {
+                    const json::Value* name = e.is_object() ? member(e, "name") : nullptr;
+                    const json::Value* text = e.is_object() ? member(e, "template") : nullptr;
+                    if (name && name->is_string() && name->str() == "default" && text && text->is_string())
+                        out.chat_template = text->str();
+                }
+            } else {
+                fail(MINFER_ERR_BAD_MODEL, "tokenizer_config.json: chat_template is %s, expected a string", describe(t).c_str());
+            }
+        }
+    }
+    if (out.eos < 0)
+        if (const auto it = ids.find("<|endoftext|>"); it != ids.end()) out.eos = it->second;
+    return out;
+}
+
+namespace {
+
+// The preset of that name after checking it and the mix; throws Error(INVALID_ARGUMENT).
+const Preset& checked_preset(const std::string& preset_name, const std::string& mix) {
     const Preset* p = find_preset(preset_name);
     if (!p) {
         std::string known;
@@ -201,6 +481,28 @@ void write_model(const std::string& path, const std::string& preset_name, const 
         fail(MINFER_ERR_INVALID_ARGUMENT, "unknown preset '%s' (known: %s)", preset_name.c_str(), known.c_str());
     }
     mix_type(mix, Class::matmul, "", 0, 1, 256);  // validates the mix before any work
+    return *p;
+}
+
+// Built-in byte-level vocabulary: 256 byte tokens and the Qwen special tokens.
+Vocab builtin_vocab() {
+    Vocab v;
+    for (int b = 0; b < 256; ++b) {
+        v.tokens.push_back(byte_token(b));
+        v.types.push_back(kTokNormal);
+    }
+    const int32_t endoftext = static_cast<int32_t>(v.tokens.size());
+    for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
+        v.tokens.emplace_back(s);
+        v.types.push_back(kTokControl);
+    }
+    v.bos = endoftext;
+    v.eos = endoftext + 2;
+    v.pad = endoftext;
+    return v;
+}
+
+void write_impl(const std::string& path, const Preset* p, const std::string& mix, uint64_t seed, Vocab vocab) {
 
     gguf::Writer w;
     const std::string a = p->arch;
@@ -222,32 +524,21 @@ void write_model(const std::string& path, const std::string& preset_name, const 
     w.set_f32(a + ".rope.freq_base", static_cast<float>(p->rope_freq_base));
     w.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(p->rms_norm_eps));
 
-    // Built-in byte-level vocabulary: 256 byte tokens, the Qwen special tokens, then padding up to the
-    // preset's vocabulary size (as converters pad real Qwen vocabularies to the embedding rows).
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;
-    for (int b = 0; b < 256; ++b) {
-        tokens.push_back(byte_token(b));
-        types.push_back(kTokNormal);
-    }
-    const int32_t endoftext = static_cast<int32_t>(tokens.size());
-    for (const char* s : {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}) {
-        tokens.emplace_back(s);
-        types.push_back(kTokControl);
-    }
-    while (tokens.size() < static_cast<size_t>(p->n_vocab)) {
-        tokens.push_back("[PAD" + std::to_string(tokens.size()) + "]");
-        types.push_back(kTokUnused);
-    }
+    // The vocabulary, padded with unused tokens up to the embedding rows (as converters pad real Qwen
+    // vocabularies): the preset's vocabulary size, or more when the vocabulary is larger.
+    const int32_t n_vocab = std::max(p->n_vocab, static_cast<int32_t>(vocab.tokens.size()));
+    pad_vocab(vocab, static_cast<size_t>(n_vocab));
     w.set_string("tokenizer.ggml.model", "gpt2");
     w.set_string("tokenizer.ggml.pre", "qwen2");
-    w.set_array_strings("tokenizer.ggml.tokens", tokens);
-    w.set_array("tokenizer.ggml.token_type", gguf::ValueType::I32, types.data(), types.size());
-    w.set_array_strings("tokenizer.ggml.merges", {});
-    w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(endoftext));
-    w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(endoftext + 2));
-    w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(endoftext));
+    w.set_array_strings("tokenizer.ggml.tokens", vocab.tokens);
+    w.set_array("tokenizer.ggml.token_type", gguf::ValueType::I32, vocab.types.data(), vocab.types.size());
+    w.set_array_strings("tokenizer.ggml.merges", vocab.merges);
+    if (vocab.bos >= 0) w.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(vocab.bos));
+    if (vocab.eos >= 0) w.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(vocab.eos));
+    if (vocab.pad >= 0) w.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(vocab.pad));
     w.set_bool("tokenizer.ggml.add_bos_token", false);
+    if (!vocab.chat_template.empty()) w.set_string("tokenizer.chat_template", vocab.chat_template);
+    vocab = Vocab();  // the tensors' data is written next; the writer holds its own copy
 
     const int64_t d = p->n_embd, q = int64_t{p->n_head} * p->head_dim, kv = int64_t{p->n_head_kv} * p->head_dim;
     std::vector<Spec> specs;
@@ -256,7 +547,7 @@ void write_model(const std::string& path, const std::string& preset_name, const 
         const int32_t type = mix_type(mix, cls, name, layer, p->n_layer, dims[0]);
         specs.push_back({std::move(name), cls, std::move(dims), type});
     };
-    add("token_embd.weight", p->tied ? Class::output : Class::embedding, {d, p->n_vocab});
+    add("token_embd.weight", p->tied ? Class::output : Class::embedding, {d, n_vocab});
     for (int i = 0; i < p->n_layer; ++i) {
         layer = i;
         const std::string b = "blk." + std::to_string(i) + ".";
@@ -279,7 +570,7 @@ void write_model(const std::string& path, const std::string& preset_name, const 
         add(b + "ffn_down.weight", Class::matmul, {p->n_ff, d});
     }
     add("output_norm.weight", Class::norm, {d});
-    if (!p->tied) add("output.weight", Class::output, {d, p->n_vocab});
+    if (!p->tied) add("output.weight", Class::output, {d, n_vocab});
 
     FillState st{&specs, seed};
     for (const Spec& s : specs) {
@@ -288,6 +579,32 @@ void write_model(const std::string& path, const std::string& preset_name, const 
     }
     report_progress("synth", 0, st.total);
     w.write_file(path, fill_tensor, &st);
+}
+
+}  // namespace
+
+void write_model(const std::string& path, const std::string& preset_name, const std::string& mix, uint64_t seed) {
+    const Preset& p = checked_preset(preset_name, mix);
+    write_impl(path, &p, mix, seed, builtin_vocab());
+}
+
+void write_model_vocab(const std::string& path, const std::string& preset_name, const std::string& mix, uint64_t seed,
+                       const std::string& tokenizer_json, const std::string& tokenizer_config_json) {
+    const Preset& p = checked_preset(preset_name, mix);
+    json::ParseOptions opts;
+    opts.name = tokenizer_json.c_str();
+    Vocab vocab;
+    {
+        const json::Value tok = json::parse_file(tokenizer_json, opts);
+        if (tokenizer_config_json.empty()) {
+            vocab = import_hf_vocab(tok, nullptr);
+        } else {
+            opts.name = tokenizer_config_json.c_str();
+            const json::Value cfg = json::parse_file(tokenizer_config_json, opts);
+            vocab = import_hf_vocab(tok, &cfg);
+        }
+    }
+    write_impl(path, &p, mix, seed, std::move(vocab));
 }
 
 }  // namespace minfer::synth

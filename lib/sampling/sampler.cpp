@@ -1,0 +1,535 @@
+// The sampler chain. The exact order, for every call of sample():
+//
+//  1. Copy the logits (the caller's array is never modified).
+//  2. Penalties over the window = the last `penalty_last_n` tokens of `history` (-1: the whole history,
+//     0: none; tokens outside [0, n_vocab) are ignored). For each distinct token t of the window, seen
+//     c times in it, in this order: repeat penalty (logit > 0 ? logit / repeat_penalty
+//     : logit * repeat_penalty), then presence (logit -= presence_penalty, once), then frequency
+//     (logit -= frequency_penalty * c). Tokens outside the window keep their logit.
+//  3. Logit bias: logit += bias for each biased token below n_vocab (-INFINITY bans the token).
+//  From here NaN counts as -INFINITY, and a token whose logit is -INFINITY is never chosen, except by
+//  the fallback: when every token is -INFINITY or NaN the result is the greedy one, token 0.
+//  4. temperature <= 0: greedy, the highest logit, the lowest id among equal ones. No random number is
+//     used. Done.
+//  5. One uniform double u in [0, 1) is drawn from the generator on every call from here on, whatever
+//     the logits (so the generator's stream does not depend on them).
+//  6. Candidates: the tokens that are not banned, ordered by logit descending, lower id first among
+//     equal logits. top_k > 0 keeps the first top_k of them.
+//     If the best logit is +INFINITY, only the +INFINITY tokens stay, all treated as equal (logit 0).
+//  7. top-p (when top_p < 1) on the softmax at temperature 1 of the candidates left by top-k, with
+//     weights exp(logit - best_logit): keeps the shortest prefix whose weight is >= top_p times
+//     the total, never fewer than one token (top_p 0 keeps exactly the first candidate).
+//  8. min-p (when min_p > 0): keeps the candidates with p >= min_p * p_max, evaluated as
+//     logit - best_logit >= log(min_p) (float); the best candidate always stays.
+//  9. Temperature: weights exp((logit - best_logit) / temperature) over what is left. (Weights are
+//     float, from an exp of plain float arithmetic, the same bits on every IEEE platform.)
+// 10. Draw: the first candidate (in the order of step 6) whose cumulative weight (summed in double)
+//     exceeds u * total.
+//
+// Steps 7 and 8 each keep a prefix of the candidate order, and min-p's test does not depend on the
+// normalization, so the code applies min-p first (as a filter while collecting when top_k is off); the
+// top-p total is still taken over all the top-k candidates, so the result is the same set.
+//
+// Nothing sorts the whole vocabulary: top-k takes a bounded heap (a selection for top_k > 4096), and
+// the prefix searches of top-p and of the draw are a bucket pass by logit plus a quickselect on the
+// cumulative weight. Sums are therefore taken in an unspecified order (the same for the same inputs,
+// so results are reproducible); the token drawn for a given u is the inverse-CDF one up to rounding.
+//
+// The generator is xoshiro256** seeded through splitmix64, so a seed gives the same stream on every
+// platform and compiler; the uniform double takes the top 53 bits of one 64-bit output.
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/error.h"
+
+namespace minfer::sampling {
+
+namespace {
+
+using Cand = std::pair<float, int32_t>;
+
+// a is ordered before b: higher logit first, then lower id. (A function object, so it inlines.)
+struct Before {
+    bool operator()(const Cand& a, const Cand& b) const {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    }
+};
+constexpr Before before{};
+
+inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t splitmix64(uint64_t& state) {
+    state += 0x9E3779B97F4A7C15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t next_u64(uint64_t (&s)[4]) {
+    const uint64_t out = rotl(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+// Uniform in [0, 1): the top 53 bits of one output, scaled exactly.
+double next_uniform(uint64_t (&s)[4]) { return static_cast<double>(next_u64(s) >> 11) * 0x1.0p-53; }
+
+// Up to this top_k a bounded heap picks the candidates; above it, a selection over all of them.
+constexpr size_t kHeapMax = 4096;
+
+// exp(x) for x <= 0 on four lanes at once, within a few ulp; 0 below -87, for -inf and for NaN.
+// Plain float arithmetic on GCC/Clang vector types (no library call, no contraction), so every
+// platform gets the same bits, whether the value is computed alone or in a batch.
+typedef float F4 __attribute__((vector_size(16)));
+typedef int32_t I4 __attribute__((vector_size(16)));
+
+inline F4 exp_neg4(F4 x) {
+    const I4 keep = x >= -87.0f;  // all ones or 0 per lane; false for NaN
+    x = std::bit_cast<F4>((std::bit_cast<I4>(x) & keep) | (std::bit_cast<int32_t>(-87.0f) & ~keep));
+    const F4 fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln 2), in [-126, 0]
+    const F4 r = (x - fn * 0.693145751953125f) - fn * 1.428606820309417e-6f;  // |r| <= ln(2) / 2
+    F4 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;  // Taylor series of e^r to degree 7: error < 3e-9
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const I4 scale = (__builtin_convertvector(fn, I4) + 127) << 23;  // 2^fn
+    return std::bit_cast<F4>(std::bit_cast<I4>(p * std::bit_cast<F4>(scale)) & keep);
+}
+
+inline float exp_neg(float x) {
+    const F4 v = {x, 0.0f, 0.0f, 0.0f};
+    return exp_neg4(v)[0];
+}
+
+// out[i] = exp_neg((in[i] - sub) / div) for i < n.
+void exp_array(const float* in, float sub, float div, float* out, size_t n) {
+    size_t i = 0;
+    F4 v;
+    for (; i + 4 <= n; i += 4) {
+        std::memcpy(&v, in + i, sizeof v);
+        v = exp_neg4((v - sub) / div);
+        std::memcpy(out + i, &v, sizeof v);
+    }
+    for (; i < n; ++i) out[i] = exp_neg((in[i] - sub) / div);
+}
+
+// Sum in double with four accumulators (a fixed order, so a fixed result).
+double sum(const float* v, size_t n) {
+    double a[4] = {0.0, 0.0, 0.0, 0.0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (size_t j = 0; j < 4; ++j) a[j] += v[i + j];
+    for (; i < n; ++i) a[0] += v[i];
+    return (a[0] + a[1]) + (a[2] + a[3]);
+}
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+inline F4 select(I4 mask, F4 a, F4 b) {
+    return std::bit_cast<F4>((std::bit_cast<I4>(a) & mask) | (std::bit_cast<I4>(b) & ~mask));
+}
+
+// The largest value, NaN ignored; -inf when there is nothing else. Eight running maxima, so no long
+// dependency chain.
+float max_value(const float* v, size_t n) {
+    const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
+    F4 m0 = lowest, m1 = lowest, a, b;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&a, v + i, sizeof a);
+        std::memcpy(&b, v + i + 4, sizeof b);
+        m0 = select(a > m0, a, m0);
+        m1 = select(b > m1, b, m1);
+    }
+    float best = -kInf;
+    for (int j = 0; j < 4; ++j) best = std::max({best, m0[j], m1[j]});
+    for (; i < n; ++i)
+        if (v[i] > best) best = v[i];
+    return best;
+}
+
+// NaN becomes -inf.
+void nan_to_ninf(float* v, size_t n) {
+    const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
+    F4 a;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        std::memcpy(&a, v + i, sizeof a);
+        a = select(a == a, a, lowest);
+        std::memcpy(v + i, &a, sizeof a);
+    }
+    for (; i < n; ++i)
+        if (std::isnan(v[i])) v[i] = -kInf;
+}
+
+// Buckets of logits below the best one: bucket(best - logit), non-decreasing in the distance, so the
+// bucket order agrees with the candidate order; distances beyond the range (and +inf) share the last.
+constexpr int kBuckets = 1024;
+struct Bucketer {
+    float scale;
+    int operator()(float distance) const {
+        return static_cast<int>(std::min(distance * scale, static_cast<float>(kBuckets - 1)));
+    }
+};
+
+// Adds weight[i] to mass[bucket(best - logit[i])] for i < n, through four interleaved histograms (one
+// long dependency chain through a popular bucket is the slow part otherwise), summed in a fixed order.
+template <class Logit, class Weight>
+void histogram(size_t n, Logit logit, Weight weight, float best, Bucketer bucket, double (&mass)[kBuckets]) {
+    static thread_local double part[4][kBuckets];
+    for (auto& h : part) std::fill(std::begin(h), std::end(h), 0.0);
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (size_t j = 0; j < 4; ++j) part[j][bucket(best - logit(i + j))] += weight(i + j);
+    for (; i < n; ++i) part[0][bucket(best - logit(i))] += weight(i);
+    for (int b = 0; b < kBuckets; ++b) mass[b] = (part[0][b] + part[1][b]) + (part[2][b] + part[3][b]);
+}
+
+// Highest logit, lowest id among equal ones; NaN never wins; 0 when nothing beats -inf.
+// Eight lanes, each keeping its first maximum and where it was; then the best lane, lowest id on ties.
+int32_t argmax(const std::vector<float>& v) {
+    const size_t n = v.size();
+    const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
+    const I4 step = {8, 8, 8, 8};
+    F4 m0 = lowest, m1 = lowest, a, b;
+    I4 at0 = {0, 0, 0, 0}, at1 = at0, id0 = {0, 1, 2, 3}, id1 = {4, 5, 6, 7};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        std::memcpy(&a, v.data() + i, sizeof a);
+        std::memcpy(&b, v.data() + i + 4, sizeof b);
+        const I4 g0 = a > m0, g1 = b > m1;
+        m0 = select(g0, a, m0);
+        m1 = select(g1, b, m1);
+        at0 = (id0 & g0) | (at0 & ~g0);
+        at1 = (id1 & g1) | (at1 & ~g1);
+        id0 += step;
+        id1 += step;
+    }
+    float best = -kInf;
+    int32_t best_id = 0;
+    auto consider = [&](float m, int32_t at) {
+        if (m > best || (m == best && m > -kInf && at < best_id)) {
+            best = m;
+            best_id = at;
+        }
+    };
+    for (int j = 0; j < 4; ++j) {
+        consider(m0[j], at0[j]);
+        consider(m1[j], at1[j]);
+    }
+    for (; i < n; ++i) consider(v[i], static_cast<int32_t>(i));  // later ids: equal values never win
+    return best_id;
+}
+
+}  // namespace
+
+minfer_sampler_params default_params() {
+    minfer_sampler_params p{};
+    p.size = sizeof(minfer_sampler_params);
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.05f;
+    p.repeat_penalty = 1.0f;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.penalty_last_n = 64;
+    p.seed = 42;
+    return p;
+}
+
+Sampler::Sampler() : params_(default_params()), rng_{} {
+    params_.temperature = 0.0f;
+    configure(params_);
+}
+
+void Sampler::configure(const minfer_sampler_params& p) {
+    constexpr auto E = MINFER_ERR_INVALID_ARGUMENT;
+    if (p.size != sizeof(minfer_sampler_params))
+        fail(E, "sampler params: size is %u, expected %zu (fill them with minfer_sampler_params_init)", p.size,
+             sizeof(minfer_sampler_params));
+    if (!std::isfinite(p.temperature)) fail(E, "sampler params: temperature must be finite (got %g)", p.temperature);
+    if (!std::isfinite(p.top_p) || p.top_p < 0.0f)
+        fail(E, "sampler params: top_p must be a finite value >= 0 (>= 1: off) (got %g)", p.top_p);
+    if (!std::isfinite(p.min_p) || p.min_p > 1.0f)
+        fail(E, "sampler params: min_p must be a finite value <= 1 (<= 0: off) (got %g)", p.min_p);
+    if (!std::isfinite(p.repeat_penalty) || !(p.repeat_penalty > 0.0f))
+        fail(E, "sampler params: repeat_penalty must be finite and > 0 (got %g)", p.repeat_penalty);
+    if (!std::isfinite(p.presence_penalty))
+        fail(E, "sampler params: presence_penalty must be finite (got %g)", p.presence_penalty);
+    if (!std::isfinite(p.frequency_penalty))
+        fail(E, "sampler params: frequency_penalty must be finite (got %g)", p.frequency_penalty);
+    if (p.penalty_last_n < -1)
+        fail(E, "sampler params: penalty_last_n must be >= -1 (-1: whole context, 0: off) (got %d)",
+             p.penalty_last_n);
+
+    params_ = p;
+    uint64_t state = p.seed;
+    for (uint64_t& w : rng_) w = splitmix64(state);
+}
+
+void Sampler::set_bias(int32_t token, float bias) {
+    constexpr auto E = MINFER_ERR_INVALID_ARGUMENT;
+    if (token < 0) fail(E, "logit bias: token %d is negative", token);
+    if (std::isnan(bias) || bias == std::numeric_limits<float>::infinity())
+        fail(E, "logit bias: bias for token %d must be finite or -INFINITY (got %g)", token, bias);
+    if (bias == 0.0f)
+        bias_.erase(token);
+    else
+        bias_[token] = bias;
+}
+
+void Sampler::clear_bias() { bias_.clear(); }
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+    const size_t n = logits.size();
+    if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
+    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+        fail(MINFER_ERR_INVALID_ARGUMENT, "sample: %zu logits is more than token ids can address", n);
+    const minfer_sampler_params& P = params_;
+
+    // 1. copy
+    work_.assign(logits.begin(), logits.end());
+
+    // 2. penalties over the recent window
+    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
+        size_t len = history.size();
+        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
+        recent_.assign(history.end() - static_cast<std::ptrdiff_t>(len), history.end());
+        std::sort(recent_.begin(), recent_.end());
+        for (size_t i = 0; i < recent_.size();) {
+            size_t j = i;
+            while (j < recent_.size() && recent_[j] == recent_[i]) ++j;
+            const int32_t t = recent_[i];
+            const size_t count = j - i;
+            i = j;
+            if (t < 0 || static_cast<size_t>(t) >= n) continue;
+            float v = work_[static_cast<size_t>(t)];
+            if (P.repeat_penalty != 1.0f) v = v > 0.0f ? v / P.repeat_penalty : v * P.repeat_penalty;
+            v -= P.presence_penalty;
+            v -= P.frequency_penalty * static_cast<float>(count);
+            work_[static_cast<size_t>(t)] = v;
+        }
+    }
+
+    // 3. logit bias
+    for (const auto& [t, b] : bias_)
+        if (static_cast<size_t>(t) < n) work_[static_cast<size_t>(t)] += b;
+
+    // 4. greedy
+    if (!(P.temperature > 0.0f)) return argmax(work_);
+
+    // 5. the one uniform of this call
+    const double u = next_uniform(rng_);
+
+    // 6. candidates and top-k, with the top-p total z and min-p folded in where that saves work. z is
+    // taken over the top-k candidates before min-p removes any, so applying min-p first gives the same
+    // set as top-p first: both keep a prefix of the candidate order, and the result is the shorter one.
+    const bool use_top_p = P.top_p < 1.0f;
+    const float min_p_cut = P.min_p > 0.0f ? std::log(P.min_p) : -kInf;  // keep: logit - best >= cut
+    const size_t k = P.top_k > 0 ? static_cast<size_t>(P.top_k) : 0;
+    cand_.clear();
+    prob_.resize(n);       // weights by token id; only the candidates' entries are meaningful
+    bool have_w1 = false;  // prob_ holds the temperature-1 weights of every candidate
+    bool dense = true;     // a candidate's logit is work_[id] (false after the +inf remap)
+    float best = -kInf;
+    double z = 0.0;
+    if (k == 0 || k >= n || k > kHeapMax) nan_to_ninf(work_.data(), n);  // there, banned == -inf
+    if (k == 0 || k >= n) {
+        // No top-k: one pass for the best logit, one for all weights and z when top-p needs them, one
+        // that keeps what min-p keeps.
+        best = max_value(work_.data(), n);
+        if (best == -kInf) return argmax(work_);  // everything banned: the greedy fallback
+        if (best == kInf) {
+            // Only the +inf tokens can be drawn, all alike.
+            for (size_t i = 0; i < n; ++i) {
+                if (work_[i] != kInf) continue;
+                cand_.emplace_back(0.0f, static_cast<int32_t>(i));
+                prob_[i] = 1.0f;
+            }
+            best = 0.0f;
+            z = static_cast<double>(cand_.size());
+            have_w1 = true;
+            dense = false;
+        } else {
+            // Buckets 1/16 logit wide; 64 below the best, weights are e^-64 of the best's: negligible
+            // next to any top-p short of 1 that a float can hold.
+            const Bucketer bucket{16.0f};
+            int last_bucket = kBuckets - 1;  // candidates are in buckets <= this one
+            if (use_top_p) {
+                exp_array(work_.data(), best, 1.0f, prob_.data(), n);  // banned tokens weigh 0
+                z = sum(prob_.data(), n);
+                have_w1 = true;
+            }
+            if (use_top_p && !(P.min_p > 0.0f)) {  // (min-p usually bounds the candidates much harder)
+                // The bucket where the top-p mass is reached: later ones cannot be in the prefix.
+                double mass[kBuckets];
+                histogram(n, [&](size_t i) { return work_[i]; }, [&](size_t i) { return prob_[i]; }, best, bucket, mass);
+                const double target = static_cast<double>(P.top_p) * z;
+                double acc = 0.0;
+                int b = 0;
+                for (; b < kBuckets - 1 && !(acc + mass[b] >= target); ++b) acc += mass[b];
+                last_bucket = b;
+            }
+            // bucket(d) <= last_bucket  <=>  d * 16 < last_bucket + 1, for the buckets before the last.
+            const float bucket_limit = last_bucket == kBuckets - 1 ? kInf : static_cast<float>(last_bucket + 1);
+            // Without branches or push_back bookkeeping: write every token, advance past kept ones.
+            cand_.resize(n);
+            Cand* out = cand_.data();
+            size_t m = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const float v = work_[i];
+                out[m] = {v, static_cast<int32_t>(i)};
+                m += static_cast<size_t>((v != -kInf) & (v - best >= min_p_cut) & ((best - v) * bucket.scale < bucket_limit));
+            }
+            cand_.resize(m);
+        }
+    } else {
+        if (k <= kHeapMax) {
+            // A bounded heap whose front is the worst kept candidate. Ids arrive in increasing order, so
+            // a newcomer equal to the worst kept one comes after it and never replaces it.
+            cand_.reserve(k);
+            size_t i = 0;
+            for (; i < n && cand_.size() < k; ++i) {
+                if (!(work_[i] > -kInf)) continue;  // banned or NaN
+                cand_.emplace_back(work_[i], static_cast<int32_t>(i));
+                std::push_heap(cand_.begin(), cand_.end(), before);
+            }
+            if (cand_.size() == k) {
+                float worst = cand_.front().first;
+                F4 worst4 = {worst, worst, worst, worst}, a[4];
+                while (i < n) {
+                    if (i + 16 <= n) {  // most blocks of 16 hold nothing better than the worst kept
+                        std::memcpy(a, work_.data() + i, sizeof a);
+                        const I4 g = (a[0] > worst4) | (a[1] > worst4) | (a[2] > worst4) | (a[3] > worst4);
+                        if ((g[0] | g[1] | g[2] | g[3]) == 0) {
+                            i += 16;
+                            continue;
+                        }
+                    }
+                    for (const size_t end = std::min(n, i + 16); i < end; ++i) {
+                        const float v = work_[i];
+                        if (!(v > worst)) continue;  // NaN and -inf included
+                        std::pop_heap(cand_.begin(), cand_.end(), before);
+                        cand_.back() = {v, static_cast<int32_t>(i)};
+                        std::push_heap(cand_.begin(), cand_.end(), before);
+                        worst = cand_.front().first;
+                    }
+                    worst4 = F4{worst, worst, worst, worst};
+                }
+            }
+        } else {
+            for (size_t i = 0; i < n; ++i)
+                if (work_[i] != -kInf) cand_.emplace_back(work_[i], static_cast<int32_t>(i));
+            if (k < cand_.size()) {
+                std::nth_element(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(k), cand_.end(), before);
+                cand_.resize(k);
+            }
+        }
+        if (cand_.empty()) return argmax(work_);  // everything banned: the greedy fallback
+        for (const Cand& c : cand_) best = std::max(best, c.first);
+        if (best == kInf) {
+            std::erase_if(cand_, [&](const Cand& c) { return c.first != kInf; });
+            for (Cand& c : cand_) c.first = 0.0f;
+            best = 0.0f;
+            dense = false;
+        }
+        if (use_top_p) {
+            for (const Cand& c : cand_) z += prob_[static_cast<size_t>(c.second)] = exp_neg(c.first - best);
+            have_w1 = true;
+        }
+        if (P.min_p > 0.0f) std::erase_if(cand_, [&](const Cand& c) { return !(c.first - best >= min_p_cut); });
+    }
+
+    // 7. top-p (8. min-p is already applied), at temperature 1
+    if (use_top_p) cand_.resize(first_reaching(static_cast<double>(P.top_p) * z, false, best) + 1);
+
+    // 9. temperature and 10. the draw
+    const float temp = P.temperature;
+    if (!(have_w1 && temp == 1.0f)) {  // else (logit - best) / 1 is exact: the weights are already there
+        if (dense && cand_.size() > n / 4) {
+            exp_array(work_.data(), best, temp, prob_.data(), n);
+        } else {
+            for (const Cand& c : cand_) prob_[static_cast<size_t>(c.second)] = exp_neg((c.first - best) / temp);
+        }
+    }
+    double total = 0.0;
+    for (const Cand& c : cand_) total += prob_[static_cast<size_t>(c.second)];
+    std::erase_if(cand_, [&](const Cand& c) { return !(prob_[static_cast<size_t>(c.second)] > 0.0f); });  // never drawn
+    // The best candidate has weight exp(0) = 1, so cand_ is not empty.
+    return cand_[first_reaching(u * total, true, best)].second;
+}
+
+// In candidate order (logit descending, lower id first), the position r of the first candidate whose
+// cumulative weight (prob_ by token id) reaches `target` (exceeds it when `strict`), or the last one
+// when rounding leaves the target unreached. Reorders cand_ so that cand_[0..r] are the first r + 1
+// candidates (in no particular order, except cand_[r] itself) and returns r. `best` is the highest
+// candidate logit. No full sort: a bucket pass by logit narrows a large set to the one bucket where the
+// target is reached, then a quickselect on the cumulative weight, then a sort of at most 32.
+size_t Sampler::first_reaching(double target, bool strict, float best) {
+    auto reached = [&](double cum) { return strict ? cum > target : cum >= target; };
+    auto weight = [&](const Cand& c) { return static_cast<double>(prob_[static_cast<size_t>(c.second)]); };
+    auto it = [&](size_t i) { return cand_.begin() + static_cast<std::ptrdiff_t>(i); };
+    size_t lo = 0, hi = cand_.size();
+    double acc = 0.0;  // weight of every candidate before lo
+
+    if (hi > 4 * static_cast<size_t>(kBuckets)) {
+        float worst = best;
+        for (const Cand& c : cand_) worst = std::min(worst, c.first);
+        // The buckets span the candidates' logits, but at most 128 below the best (weights there are
+        // e^-128 of the best's at temperature 1; further ones share the last bucket).
+        const float range = std::min(best - worst, 128.0f);
+        if (range > 0.0f) {
+            const Bucketer bucket{static_cast<float>(kBuckets - 1) / range};
+            double mass[kBuckets];
+            histogram(cand_.size(), [&](size_t i) { return cand_[i].first; }, [&](size_t i) { return weight(cand_[i]); },
+                      best, bucket, mass);
+            int b = 0;
+            for (; b < kBuckets && !reached(acc + mass[b]); ++b) acc += mass[b];
+            if (b == kBuckets) {  // not reached: the last candidate
+                std::iter_swap(std::max_element(cand_.begin(), cand_.end(), before), cand_.end() - 1);
+                return cand_.size() - 1;
+            }
+            const auto m1 = std::partition(cand_.begin(), cand_.end(), [&](const Cand& c) { return bucket(best - c.first) < b; });
+            const auto m2 = std::partition(m1, cand_.end(), [&](const Cand& c) { return bucket(best - c.first) == b; });
+            lo = static_cast<size_t>(m1 - cand_.begin());
+            hi = static_cast<size_t>(m2 - cand_.begin());
+        }
+    }
+    while (hi - lo > 32) {
+        const size_t mid = lo + (hi - lo) / 2;
+        std::nth_element(it(lo), it(mid), it(hi), before);
+        double m = 0.0;
+        for (size_t i = lo; i < mid; ++i) m += weight(cand_[i]);
+        if (reached(acc + m)) {
+            hi = mid;
+        } else {
+            acc += m;
+            lo = mid;
+        }
+    }
+    std::sort(it(lo), it(hi), before);
+    for (size_t i = lo; i < hi; ++i) {
+        acc += weight(cand_[i]);
+        if (reached(acc)) return i;
+    }
+    return hi - 1;
+}
+
+}  // namespace minfer::sampling

@@ -1,0 +1,45 @@
+// The sampler chain of a context: penalties over recent tokens, logit bias, then top-k, top-p, min-p,
+// temperature and a seeded draw; greedy when temperature <= 0.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "minfer.h"
+
+namespace minfer::sampling {
+
+// The documented defaults of minfer_sampler_params (what minfer_sampler_params_init fills): size =
+// sizeof, temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, repeat_penalty 1, presence 0, frequency 0,
+// penalty_last_n 64, seed 42.
+minfer_sampler_params default_params();
+
+class Sampler {
+public:
+    Sampler();  // greedy (temperature 0), no penalties, seed 42
+
+    // Throws Error(MINFER_ERR_INVALID_ARGUMENT) naming the bad field; then nothing changes.
+    void configure(const minfer_sampler_params& p);
+    const minfer_sampler_params& params() const { return params_; }
+    void set_bias(int32_t token, float bias);
+    void clear_bias();
+
+    // Picks a token from `logits` (n_vocab floats, not modified) given the context's token history
+    // (oldest first). Deterministic for a given seed, settings, logits and history.
+    int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+private:
+    size_t first_reaching(double target, bool strict, float best);
+
+    minfer_sampler_params params_;
+    std::unordered_map<int32_t, float> bias_;
+    uint64_t rng_[4];
+    std::vector<float> work_;                        // scratch logits
+    std::vector<std::pair<float, int32_t>> cand_;    // scratch candidates
+    std::vector<int32_t> recent_;                    // scratch: sorted penalty window
+    std::vector<float> prob_;                        // scratch: candidate weights by token id
+};
+
+}  // namespace minfer::sampling

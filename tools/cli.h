@@ -1,0 +1,36 @@
+/* Shared pieces of the minfer command line (C99, public header only). */
+#ifndef MINFER_CLI_H
+#define MINFER_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "minfer.h"
+
+#define MAX_OPTIONS 32
+
+extern int g_quiet;
+
+/* Prints "minfer: WHAT: STATUS: message" on stderr; returns 1 (the exit code of a failed command). */
+int fail_status(minfer_status st, const char* what);
+/* Prints a usage error for subcommand CMD; returns 2. */
+int usage_error(const char* cmd, const char* msg);
+/* Progress on stderr when it is a terminal (unless --quiet), log lines on stderr. */
+void setup_reporting(void);
+void human_bytes(uint64_t n, char* buf, size_t cap);
+int is_help(const char* arg);
+/* Splits "key=value" in place into the option arrays. Returns 0, 1 for a malformed pair, 2 when full. */
+int split_option(char* pair, const char** keys, const char** values, size_t* n);
+double now_seconds(void);
+/* Reads a whole file; NULL on error (errno set). *len receives its size. The caller frees. */
+char* read_file(const char* path, size_t* len);
+
+int cmd_info(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
+int cmd_options(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+
+#endif

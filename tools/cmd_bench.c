@@ -1,0 +1,161 @@
+/* minfer command line: `minfer bench`, prefill and decode speed. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---- bench ----------------------------------------------------------------------------------- */
+
+static const char* const BENCH_HELP =
+    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [--option KEY=VALUE]... [--quiet]\n"
+    "\n"
+    "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
+    "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
+    "context, after one untimed warm-up run. Prints a markdown table: mean and standard deviation over the\n"
+    "repetitions, with the model, backend and the options in force. Prompt tokens are random ids (fixed\n"
+    "seed); -p 0 or -n 0 skips that test.\n";
+
+static void mean_sd(const double* v, int n, double* mean, double* sd) {
+    double s = 0, q = 0;
+    int i;
+    for (i = 0; i < n; ++i) s += v[i];
+    *mean = s / n;
+    for (i = 0; i < n; ++i) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
+}
+
+/* One repetition: prefill n_prompt tokens, then n_gen decode steps. Rates in tokens per second. */
+static minfer_status bench_once(minfer_context* ctx, const int32_t* prompt, int n_prompt, int n_gen, double* pp, double* tg) {
+    minfer_status st = minfer_context_reset(ctx);
+    double t0, t1;
+    int i;
+    int32_t tok;
+    if (st != MINFER_OK) return st;
+    t0 = now_seconds();
+    st = minfer_prefill(ctx, prompt, (size_t)(n_prompt > 0 ? n_prompt : 1));
+    t1 = now_seconds();
+    if (st != MINFER_OK) return st;
+    *pp = (n_prompt > 0 ? n_prompt : 1) / (t1 - t0);
+    t0 = now_seconds();
+    for (i = 0; i < n_gen && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
+    t1 = now_seconds();
+    *tg = n_gen > 0 ? n_gen / (t1 - t0) : 0.0;
+    return st;
+}
+
+int cmd_bench(int argc, char** argv) {
+    const char* path = NULL;
+    long n_prompt = 512, n_gen = 128, reps = 3;
+    const char* keys[MAX_OPTIONS + 1];
+    const char* values[MAX_OPTIONS + 1];
+    size_t n_options = 1, k;
+    char ctx_len[32], threads[32], device[32], buf[64];
+    int i, r;
+    minfer_model* m = NULL;
+    minfer_context* ctx = NULL;
+    minfer_status st;
+    int32_t* prompt;
+    double pp[64], tg[64], mean, sd;
+    for (i = 0; i < argc; ++i) {
+        const char* a = argv[i];
+        if (is_help(a)) {
+            fputs(BENCH_HELP, stdout);
+            return 0;
+        } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+            g_quiet = 1;
+        } else if (strcmp(a, "--option") == 0) {
+            int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
+            if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
+        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            if (i + 1 >= argc) return usage_error("bench", "-m expects a model path");
+            path = argv[++i];
+        } else if (strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "-r") == 0) {
+            char* end = NULL;
+            long v;
+            if (i + 1 >= argc) return usage_error("bench", "a flag is missing its value");
+            v = strtol(argv[++i], &end, 10);
+            if (!end || *end != '\0' || v < 0 || v > 1000000) return usage_error("bench", "-p, -n and -r expect a count");
+            if (a[1] == 'p') n_prompt = v;
+            else if (a[1] == 'n') n_gen = v;
+            else reps = v;
+        } else {
+            return usage_error("bench", "unknown argument");
+        }
+    }
+    if (!path) return usage_error("bench", "-m MODEL.gguf is required");
+    if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
+    setup_reporting();
+
+    /* The context must hold the prompt and the generated tokens. */
+    snprintf(ctx_len, sizeof ctx_len, "%ld", (n_prompt > 0 ? n_prompt : 1) + n_gen);
+    keys[0] = "ctx_len";
+    values[0] = ctx_len;
+    st = minfer_open_with_options(path, keys, values, n_options, &m);
+    if (st != MINFER_OK) return fail_status(st, "bench");
+    st = minfer_context_create(m, &ctx);
+    if (st != MINFER_OK) {
+        minfer_close(m);
+        return fail_status(st, "bench");
+    }
+    prompt = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
+    if (!prompt) {
+        fprintf(stderr, "minfer: bench: out of memory\n");
+        return 1;
+    }
+    {
+        uint64_t x = 0x2545f4914f6cdd1dull;
+        long j;
+        for (j = 0; j < (n_prompt > 0 ? n_prompt : 1); ++j) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            prompt[j] = (int32_t)(x % (uint64_t)minfer_model_n_vocab(m));
+        }
+    }
+    /* Warm-up, untimed: first-touch of the mapped weights, thread start. */
+    st = bench_once(ctx, prompt, (int)(n_prompt < 16 ? n_prompt : 16), n_gen > 0 ? 2 : 0, &pp[0], &tg[0]);
+    for (r = 0; r < reps && st == MINFER_OK; ++r) {
+        if (!g_quiet && isatty(STDERR_FILENO)) fprintf(stderr, "\rbench: repetition %d of %ld", r + 1, reps);
+        st = bench_once(ctx, prompt, (int)n_prompt, (int)n_gen, &pp[r], &tg[r]);
+    }
+    if (!g_quiet && isatty(STDERR_FILENO)) fputc('\n', stderr);
+    free(prompt);
+    if (st != MINFER_OK) {
+        minfer_context_free(ctx);
+        minfer_close(m);
+        return fail_status(st, "bench");
+    }
+
+    minfer_get_option(m, "threads", threads, sizeof threads, NULL);
+    if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "%ld (all)", sysconf(_SC_NPROCESSORS_ONLN));
+    snprintf(device, sizeof device, "%s", minfer_model_device(m));
+    human_bytes(minfer_model_file_size(m), buf, sizeof buf);
+    printf("| model | size | params | device | threads | test | t/s |\n");
+    printf("|---|---|---|---|---|---|---|\n");
+    if (n_prompt > 0) {
+        mean_sd(pp, (int)reps, &mean, &sd);
+        printf("| %s | %s | %.2f B | %s | %s | pp%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+               (double)minfer_model_n_params(m) / 1e9, device, threads, n_prompt, mean, sd);
+    }
+    if (n_gen > 0) {
+        mean_sd(tg, (int)reps, &mean, &sd);
+        printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+               (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
+    }
+    printf("\noptions:");
+    for (k = 0; k < minfer_option_count(); ++k) {
+        const char* name;
+        char value[64];
+        minfer_option_info(k, &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+        if (minfer_get_option(m, name, value, sizeof value, NULL) == MINFER_OK) printf(" %s=%s", name, value);
+    }
+    printf("\nbuild: %s; %ld repetitions\n", minfer_build_info(), reps);
+    minfer_context_free(ctx);
+    minfer_close(m);
+    return 0;
+}
