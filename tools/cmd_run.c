@@ -395,6 +395,7 @@ int cmd_run(int argc, char** argv) {
     if (st == MINFER_OK) st = generate(ctx, m, d, a.n_predict, a.ignore_eos, logits_file, logits_buf, &n_done, &eog);
     t2 = now_seconds();
     fputc('\n', stdout);
+    fflush(stdout);
     if (st != MINFER_OK) {
         rc = fail_status(st, "run");
         goto done;
