@@ -427,6 +427,11 @@ run bench -m gen.gguf -p 16 -n 4 -r 2 --quiet
 expect_rc 0
 expect_match out "^\| .* \| pp16 \| [0-9.]+ ± [0-9.]+ \|$"
 expect_match out "^\| .* \| tg4 \| [0-9.]+ ± [0-9.]+ \|$"
+expect_match out "^memory: peak resident "
+run bench -m gen.gguf -p 16 -n 4 -r 2 --json --quiet
+expect_rc 0
+python3 -c 'import json, sys; d = json.load(open("out")); t = {x["test"]: x for x in d["tests"]}; assert len(t["pp16"]["runs"]) == 2 and t["tg4"]["tok_per_s"] > 0 and d["peak_rss_bytes"] > 0 and d["options"]["device"] == "auto"' ||
+    fail "bench --json is not the expected JSON"
 ok
 
 echo "cli: $PASSED passed, 0 failed"

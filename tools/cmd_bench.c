@@ -9,17 +9,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
 #include "cli.h"
 
 /* ---- bench ----------------------------------------------------------------------------------- */
 
 static const char* const BENCH_HELP =
-    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [--option KEY=VALUE]... [--quiet]\n"
+    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [--json] [--option KEY=VALUE]... [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
     "context, after one untimed warm-up run. Prints a markdown table: mean and standard deviation over the\n"
-    "repetitions, with the model, backend and the options in force. Prompt tokens are random ids (fixed\n"
+    "repetitions, with the model, backend, peak memory and the options in force (--json: one JSON object\n"
+    "with every repetition instead). Prompt tokens are random ids (fixed\n"
     "seed); -p 0 or -n 0 skips that test.\n";
 
 static void mean_sd(const double* v, int n, double* mean, double* sd) {
@@ -50,6 +53,27 @@ static minfer_status bench_once(minfer_context* ctx, const int32_t* prompt, int 
     return st;
 }
 
+/* A JSON string literal of s (escapes quotes, backslashes and control bytes). */
+static void json_string(const char* s) {
+    putchar('"');
+    for (; *s; ++s) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_test(const char* kind, long n, const double* v, int reps) {
+    double mean, sd;
+    int i;
+    mean_sd(v, reps, &mean, &sd);
+    printf("{\"test\": \"%s%ld\", \"tokens\": %ld, \"tok_per_s\": %.4f, \"sd\": %.4f, \"runs\": [", kind, n, n, mean, sd);
+    for (i = 0; i < reps; ++i) printf(i ? ", %.4f" : "%.4f", v[i]);
+    printf("]}");
+}
+
 int cmd_bench(int argc, char** argv) {
     const char* path = NULL;
     long n_prompt = 512, n_gen = 128, reps = 3;
@@ -63,6 +87,8 @@ int cmd_bench(int argc, char** argv) {
     minfer_status st;
     int32_t* prompt;
     double pp[64], tg[64], mean, sd;
+    uint64_t peak_rss = 0;
+    int json = 0;
     for (i = 0; i < argc; ++i) {
         const char* a = argv[i];
         if (is_help(a)) {
@@ -70,6 +96,8 @@ int cmd_bench(int argc, char** argv) {
             return 0;
         } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
             g_quiet = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
@@ -135,26 +163,57 @@ int cmd_bench(int argc, char** argv) {
     if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "%ld (all)", sysconf(_SC_NPROCESSORS_ONLN));
     snprintf(device, sizeof device, "%s", minfer_model_device(m));
     human_bytes(minfer_model_file_size(m), buf, sizeof buf);
-    printf("| model | size | params | device | threads | test | t/s |\n");
-    printf("|---|---|---|---|---|---|---|\n");
-    if (n_prompt > 0) {
-        mean_sd(pp, (int)reps, &mean, &sd);
-        printf("| %s | %s | %.2f B | %s | %s | pp%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
-               (double)minfer_model_n_params(m) / 1e9, device, threads, n_prompt, mean, sd);
+    {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        peak_rss = (uint64_t)ru.ru_maxrss * 1024u; /* Linux reports KiB */
     }
-    if (n_gen > 0) {
-        mean_sd(tg, (int)reps, &mean, &sd);
-        printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
-               (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
+    if (json) {
+        /* One object: the model, the setup, each test's rates (mean, sd, every repetition), memory. */
+        printf("{\"model\": ");
+        json_string(minfer_model_name(m));
+        printf(", \"file\": ");
+        json_string(path);
+        printf(", \"file_bytes\": %" PRIu64 ", \"params\": %" PRIu64 ", \"device\": \"%s\", \"threads\": \"%s\",",
+               minfer_model_file_size(m), minfer_model_n_params(m), device, threads);
+        printf(" \"peak_rss_bytes\": %" PRIu64 ", \"repetitions\": %ld, \"tests\": [", peak_rss, reps);
+        if (n_prompt > 0) json_test("pp", n_prompt, pp, (int)reps);
+        if (n_prompt > 0 && n_gen > 0) printf(", ");
+        if (n_gen > 0) json_test("tg", n_gen, tg, (int)reps);
+        printf("], \"options\": {");
+        for (k = 0; k < minfer_option_count(); ++k) {
+            const char* name;
+            char value[64];
+            minfer_option_info(k, &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+            if (minfer_get_option(m, name, value, sizeof value, NULL) == MINFER_OK) printf("%s\"%s\": \"%s\"", k ? ", " : "", name, value);
+        }
+        printf("}, \"build\": ");
+        json_string(minfer_build_info());
+        printf("}\n");
+    } else {
+        char rss[64];
+        human_bytes(peak_rss, rss, sizeof rss);
+        printf("| model | size | params | device | threads | test | t/s |\n");
+        printf("|---|---|---|---|---|---|---|\n");
+        if (n_prompt > 0) {
+            mean_sd(pp, (int)reps, &mean, &sd);
+            printf("| %s | %s | %.2f B | %s | %s | pp%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+                   (double)minfer_model_n_params(m) / 1e9, device, threads, n_prompt, mean, sd);
+        }
+        if (n_gen > 0) {
+            mean_sd(tg, (int)reps, &mean, &sd);
+            printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+                   (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
+        }
+        printf("\nmemory: peak resident %s (the mapped weights count as they are touched)\noptions:", rss);
+        for (k = 0; k < minfer_option_count(); ++k) {
+            const char* name;
+            char value[64];
+            minfer_option_info(k, &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+            if (minfer_get_option(m, name, value, sizeof value, NULL) == MINFER_OK) printf(" %s=%s", name, value);
+        }
+        printf("\nbuild: %s; %ld repetitions\n", minfer_build_info(), reps);
     }
-    printf("\noptions:");
-    for (k = 0; k < minfer_option_count(); ++k) {
-        const char* name;
-        char value[64];
-        minfer_option_info(k, &name, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
-        if (minfer_get_option(m, name, value, sizeof value, NULL) == MINFER_OK) printf(" %s=%s", name, value);
-    }
-    printf("\nbuild: %s; %ld repetitions\n", minfer_build_info(), reps);
     minfer_context_free(ctx);
     minfer_close(m);
     return 0;
