@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "tokenizer/nfc_tables.h"
+#include "tokenizer/unicode.h"
 
 namespace minfer::tokenizer {
 namespace {
@@ -76,23 +77,10 @@ uint32_t next(std::string_view s, size_t& i) {
 }
 
 void put(uint32_t cp, std::string& out) {
-    if (cp & kRawByte) {
+    if (cp & kRawByte)
         out += static_cast<char>(cp & 0xff);
-    } else if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xc0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xe0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
-    } else {
-        out += static_cast<char>(0xf0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-        out += static_cast<char>(0x80 | (cp & 0x3f));
-    }
+    else
+        append_utf8(out, cp);
 }
 
 }  // namespace
