@@ -429,7 +429,8 @@ TEST_SUITE("json") {
         cases.push_back({TokJson{}, "normalizer 'NFKC'"});
         cases.back().t.normalizer = R"({"type": "NFKC"})";
         for (const Case& c : cases) {
-            CAPTURE(c.what);
+            const std::string what = c.what;
+            CAPTURE(what);
             const auto [status, msg] = import_error(c.t);
             CAPTURE(msg);
             CHECK(status == MINFER_ERR_UNSUPPORTED);
@@ -473,7 +474,8 @@ TEST_SUITE("json") {
         cases.push_back({TokJson{}, "an added token has no 'id'"});
         cases.back().t.added = R"([{"content": "<x>"}])";
         for (const Case& c : cases) {
-            CAPTURE(c.what);
+            const std::string what = c.what;
+            CAPTURE(what);
             const auto [status, msg] = import_error(c.t);
             CAPTURE(msg);
             CHECK(status == MINFER_ERR_BAD_MODEL);
