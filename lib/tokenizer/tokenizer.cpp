@@ -51,7 +51,7 @@ public:
     void reserve(size_t n) {
         size_t cap = 16;
         int bits = 4;
-        while (cap < 2 * n + 16) {
+        while (cap < n + n / 2 + 16) {  // load factor at most 2/3
             cap *= 2;
             ++bits;
         }
@@ -102,7 +102,7 @@ public:
     void build(const std::vector<std::string_view>& texts) {
         size_t cap = 16;
         int bits = 4;
-        while (cap < 2 * texts.size() + 16) {
+        while (cap < texts.size() + texts.size() / 2 + 16) {  // load factor at most 2/3
             cap *= 2;
             ++bits;
         }
