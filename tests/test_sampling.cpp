@@ -415,6 +415,17 @@ TEST_SUITE("sampling") {
         s.configure(p);
         check_distribution(counts(s, logits, n), softmax(logits, 1.0, {1, 3, 4}), n);
 
+        // A few candidates out of many (weights computed per candidate) at temperatures 0.5 and 3.
+        std::vector<float> wide(24);
+        for (size_t i = 0; i < wide.size(); ++i) wide[i] = -0.25f * static_cast<float>((i * 7) % 24);  // 0 .. -5.75
+        for (float t : {0.5f, 3.0f}) {
+            CAPTURE(t);
+            p = plain(t, 13);
+            p.top_k = 4;  // ids 0, 7, 14, 21 (logits 0, -0.25, -0.5, -0.75)
+            s.configure(p);
+            check_distribution(counts(s, wide, n), softmax(wide, t, {0, 7, 14, 21}), n);
+        }
+
         // Temperature-1 probabilities in candidate order: 0.4450, 0.2699, 0.1637, 0.0993, 0.0222;
         // cumulative 0.4450, 0.7149, 0.8786, 0.9778, 1. top_p 0.6 keeps {1, 3}. At temperature 2 the
         // first two hold only 0.5774, yet top-p still keeps exactly these two: it is computed at
@@ -550,13 +561,20 @@ TEST_SUITE("sampling") {
             CHECK(std::count(sb.begin(), sb.end(), sb[0]) < 500);
         }
 
-        // A pinned value: the generator is defined bit for bit (xoshiro256** from splitmix64), so the
-        // stream for seed 42 is the same on every platform. Token counts of the first 1000 draws:
+        // Pinned values: the generator is defined bit for bit (xoshiro256** seeded by splitmix64), so
+        // a seed gives the same stream everywhere. With 256 equal logits every weight is exactly 1 and
+        // the draw is floor(u * 256): the top 8 bits of each generator output.
+        {
+            Sampler g;
+            g.configure(plain(1.0f, 42));
+            const std::vector<float> flat(256, 0.5f);
+            CHECK(draws(g, flat, 16) ==
+                  std::vector<int32_t>{21, 97, 174, 236, 253, 197, 184, 217, 194, 149, 174, 74, 205, 82, 182, 224});
+            g.configure(plain(1.0f, 0));
+            CHECK(draws(g, flat, 16) ==
+                  std::vector<int32_t>{153, 191, 26, 106, 187, 255, 108, 137, 219, 235, 29, 17, 27, 167, 126, 75});
+        }
         p.seed = 42;
-        a.configure(p);
-        const std::vector<int32_t> pinned = draws(a, logits, 16);
-        a.configure(p);
-        CHECK(draws(a, logits, 16) == pinned);
 
         // One uniform per call whatever the logits: after different first calls the streams line up.
         Sampler c, d;
@@ -565,8 +583,6 @@ TEST_SUITE("sampling") {
         c.sample(logits, {});
         d.sample(std::vector<float>{5.0f, -kInf, kNaN}, {});  // even a one-candidate call draws
         CHECK(draws(c, logits, 200) == draws(d, logits, 200));
-        // Greedy calls draw nothing (configure to greedy and back reseeds, so compare within a config
-        // only through the property above).
     }
 
     TEST_CASE("validation names the field and changes nothing") {
@@ -740,6 +756,20 @@ TEST_SUITE("sampling") {
             seen[static_cast<size_t>(t)] = true;
         }
         CHECK(std::count(seen.begin(), seen.end(), true) >= 30);
+
+        // top_k 5000 (a selection rather than the heap): every draw ranks below 5000, some near it.
+        {
+            minfer_sampler_params q = plain(1.0f, 21);
+            q.top_k = 5000;
+            Sampler sk;
+            sk.configure(q);
+            std::vector<size_t> rank_of(n);
+            for (size_t i = 0; i < n; ++i) rank_of[static_cast<size_t>(idx[i])] = i;
+            size_t hi = 0;
+            for (int32_t t : draws(sk, logits, 200)) hi = std::max(hi, rank_of[static_cast<size_t>(t)]);
+            CHECK(hi < 5000);
+            CHECK(hi > 4000);
+        }
 
         // Only 3042 tokens allowed: top_k 3042 takes the heap, top_k 0 the passes over the whole
         // vocabulary; same candidates, same draws.

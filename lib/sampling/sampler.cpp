@@ -299,7 +299,7 @@ void Sampler::clear_bias() { bias_.clear(); }
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
     const size_t n = logits.size();
     if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
-    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
         fail(MINFER_ERR_INVALID_ARGUMENT, "sample: %zu logits is more than token ids can address", n);
     const minfer_sampler_params& P = params_;
 
