@@ -137,8 +137,7 @@ int32_t Context::decode() {
         stop_reason_ = MINFER_STOP_EOG;
     } else if (!stops_.empty()) {
         // Look for a stop string that ends inside the new piece.
-        size_t longest = 0;
-        for (const std::string& s : stops_) longest = std::max(longest, s.size());
+        const size_t longest = longest_stop_;
         const size_t before = generated_.size();
         generated_ += model_->tokenizer().piece(token);
         const size_t from = before >= longest ? before - longest + 1 : 0;
@@ -154,6 +153,8 @@ void Context::set_stop_strings(std::vector<std::string> stops) {
         if (s.empty()) fail(MINFER_ERR_INVALID_ARGUMENT, "stop strings: an empty stop string would stop at once");
     if (!stops.empty()) model_->tokenizer();  // stop strings need the vocabulary's text
     stops_ = std::move(stops);
+    longest_stop_ = 0;
+    for (const std::string& s : stops_) longest_stop_ = std::max(longest_stop_, s.size());
     generated_.clear();
 }
 

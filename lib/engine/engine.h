@@ -94,6 +94,7 @@ private:
     std::vector<int32_t> history_;  // the tokens in the KV cache, oldest first (for penalties)
     sampling::Sampler sampler_;
     std::vector<std::string> stops_;
+    size_t longest_stop_ = 0;       // the longest of stops_
     std::string generated_;         // bytes decoded since the last prefill, for stop strings
     minfer_stop_reason stop_reason_ = MINFER_STOP_NONE;
     std::atomic<bool> busy_{false};

@@ -1,4 +1,5 @@
 #include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cmath>
@@ -33,27 +34,6 @@ constexpr Preset kPresets[] = {
 
 // Token types as GGUF defines them.
 constexpr int32_t kTokNormal = 1, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5;
-
-// The GPT-2 byte-level alphabet: printable bytes stand for themselves, the rest map to U+0100 onwards.
-std::string byte_token(int b) {
-    int cp;
-    if ((b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff)) {
-        cp = b;
-    } else {
-        int n = 0;
-        for (int x = 0; x < b; ++x)
-            if (!((x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || (x >= 0xae && x <= 0xff))) ++n;
-        cp = 256 + n;
-    }
-    std::string s;
-    if (cp < 0x80) {
-        s += static_cast<char>(cp);
-    } else {
-        s += static_cast<char>(0xc0 | (cp >> 6));
-        s += static_cast<char>(0x80 | (cp & 0x3f));
-    }
-    return s;
-}
 
 // xoshiro256+ seeded through splitmix64: fast, and the same seed gives the same file everywhere.
 struct Rng {
@@ -488,7 +468,7 @@ const Preset& checked_preset(const std::string& preset_name, const std::string& 
 Vocab builtin_vocab() {
     Vocab v;
     for (int b = 0; b < 256; ++b) {
-        v.tokens.push_back(byte_token(b));
+        v.tokens.push_back(tokenizer::byte_symbol(static_cast<uint8_t>(b)));
         v.types.push_back(kTokNormal);
     }
     const int32_t endoftext = static_cast<int32_t>(v.tokens.size());

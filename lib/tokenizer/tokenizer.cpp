@@ -292,11 +292,7 @@ BpeTokenizer::BpeTokenizer(const gguf::File& f) {
     // The byte alphabet, byte tokens and the unknown token.
     byte_token_.fill(-1);
     byte_fallback_.fill(-1);
-    for (int b = 0; b < 256; ++b) {
-        std::string s;
-        append_utf8(s, alphabet().to_cp[static_cast<size_t>(b)]);
-        byte_token_[static_cast<size_t>(b)] = find(s);
-    }
+    for (int b = 0; b < 256; ++b) byte_token_[static_cast<size_t>(b)] = find(byte_symbol(static_cast<uint8_t>(b)));
     for (size_t i = 0; i < n; ++i) {
         if (types_[i] == TokenType::byte) {
             const int b = parse_byte_token(texts_[i]);
@@ -521,6 +517,12 @@ std::string BpeTokenizer::piece(int32_t token) const {
 }
 
 }  // namespace
+
+std::string byte_symbol(uint8_t b) {
+    std::string s;
+    append_utf8(s, alphabet().to_cp[b]);
+    return s;
+}
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) { return std::make_unique<BpeTokenizer>(file); }
 

@@ -49,6 +49,9 @@ public:
     virtual int32_t find(std::string_view text) const = 0;
 };
 
+// The GPT-2 byte-level alphabet: the character (as UTF-8) that stands for byte b in vocabularies.
+std::string byte_symbol(uint8_t b);
+
 // Replaces every invalid or truncated UTF-8 sequence with U+FFFD (one per maximal invalid subpart, as
 // the Unicode standard recommends), leaving valid text unchanged.
 std::string sanitize_utf8(std::string_view bytes);

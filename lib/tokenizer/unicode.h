@@ -2,6 +2,8 @@
 // tests).
 #pragma once
 
+#include "core/utf8.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -24,6 +26,6 @@ struct Utf8Seq {
 };
 Utf8Seq scan_utf8(std::string_view s, size_t i);
 
-void append_utf8(std::string& out, uint32_t cp);
+using minfer::append_utf8;  // core/utf8.h
 
 }  // namespace minfer::tokenizer
