@@ -199,6 +199,22 @@ MINFER_API const char* minfer_model_device(const minfer_model* model);
 /* 1 when the output projection shares the token embedding. */
 MINFER_API int32_t minfer_model_tied_output(const minfer_model* model);
 
+/* Device (GPU) memory of a model in bytes, by category; all zero on the CPU backend. The KV cache and
+   scratch figures cover the model's contexts that are alive at the time of the call. */
+typedef struct minfer_vram {
+    uint64_t weights;   /* the uploaded weights (the weight registry) */
+    uint64_t w16_cache; /* the persistent f16 copy of quantized matmul weights */
+    uint64_t kv_cache;  /* KV caches */
+    uint64_t scratch;   /* activations, dequantization and attention scratch */
+} minfer_vram;
+MINFER_API minfer_status minfer_model_vram(const minfer_model* model, minfer_vram* out);
+
+/* Benchmark helper: the median time in milliseconds, over `reps` runs, of one dequantization of every
+   per-layer matmul weight to f16 on the device: the work the two-pass prefill path repeats on every
+   call. MINFER_ERR_UNSUPPORTED on the CPU backend. Allocates a scratch of the largest such weight for
+   the duration of the call. */
+MINFER_API minfer_status minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, double* ms_out);
+
 /* Tensor types are the GGUF type ids (0 = f32, 1 = f16, 8 = q8_0, 12 = q4_K, ...). */
 MINFER_API const char* minfer_type_name(int32_t type); /* "q4_K"; "" for an unknown id */
 /* The distinct tensor types in the file, ascending. Writes min(cap, n) ids; *n_out receives n. */

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <thread>
 
+#include "device/device.h"
 #include "helpers.h"
 
 namespace {
@@ -290,23 +291,36 @@ TEST_SUITE("api") {
     }
 
     TEST_CASE("device=cuda says why it cannot be used here; device=auto falls back to the CPU") {
-        const std::string path = tiny_path();
+        // TinyModel has head_dim 8, which the CUDA attention kernels do not take: device=cuda is refused
+        // with the reason on every machine, and device=auto runs it on the CPU.
+        const std::string path = test::tmp_path("api-head-dim-8.gguf");
+        test::write_bytes(path, test::TinyModel().build());
         const char* k[] = {"device"};
         const char* v[] = {"cuda"};
         minfer_model* m = nullptr;
         const minfer_status st = minfer_open_with_options(path.c_str(), k, v, 1, &m);
         const std::string msg = minfer_last_error();
         CHECK(m == nullptr);
-        if (std::string(minfer_build_info()).find("CUDA backend") == std::string::npos) {
+        const minfer::device::Probe probe = minfer::device::probe_cuda();
+        if (!probe.built) {
             CHECK(st == MINFER_ERR_UNSUPPORTED);
             CHECK(msg.find("no CUDA backend") != std::string::npos);
+        } else if (probe.n_devices == 0) {
+            CHECK(st == MINFER_ERR_DEVICE);
+            CHECK(msg.find("device=cuda: no usable GPU") != std::string::npos);
         } else {
-            // With no GPU (or driver): a device error naming the cause; with one: not implemented yet.
-            CHECK((st == MINFER_ERR_DEVICE || st == MINFER_ERR_UNSUPPORTED));
-            CHECK(msg.find("device=cuda") != std::string::npos);
+            CHECK(st == MINFER_ERR_UNSUPPORTED);
+            CHECK_MESSAGE(msg.find("head_dim 8") != std::string::npos, msg);
         }
         const char* va[] = {"auto"};
         REQUIRE(minfer_open_with_options(path.c_str(), k, va, 1, &m) == MINFER_OK);
+        CHECK(std::string(minfer_model_device(m)) == "cpu");
+        minfer_close(m);
+        // A model the kernels cover opens on the GPU where there is one.
+        m = nullptr;
+        const minfer_status st2 = minfer_open_with_options(tiny_path().c_str(), k, v, 1, &m);
+        CHECK(st2 == (probe.n_devices > 0 ? MINFER_OK : st));
+        if (st2 == MINFER_OK) CHECK(std::string(minfer_model_device(m)) == "cuda");
         minfer_close(m);
     }
 

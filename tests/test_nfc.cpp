@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <cstdint>
 #include <string>
 
 #include "tokenizer/normalize.h"

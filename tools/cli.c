@@ -56,6 +56,16 @@ void human_bytes(uint64_t n, char* buf, size_t cap) {
     snprintf(buf, cap, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
 }
 
+void format_vram(const minfer_vram* v, char* buf, size_t cap) {
+    char w[32], c[32], k[32], s[32], t[32];
+    human_bytes(v->weights, w, sizeof w);
+    human_bytes(v->w16_cache, c, sizeof c);
+    human_bytes(v->kv_cache, k, sizeof k);
+    human_bytes(v->scratch, s, sizeof s);
+    human_bytes(v->weights + v->w16_cache + v->kv_cache + v->scratch, t, sizeof t);
+    snprintf(buf, cap, "weights %s, f16 cache %s, KV cache %s, scratch %s, total %s", w, c, k, s, t);
+}
+
 int is_help(const char* a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
 
 int split_option(char* pair, const char** keys, const char** values, size_t* n) {

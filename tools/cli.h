@@ -18,6 +18,8 @@ int usage_error(const char* cmd, const char* msg);
 /* Progress on stderr when it is a terminal (unless --quiet), log lines on stderr. */
 void setup_reporting(void);
 void human_bytes(uint64_t n, char* buf, size_t cap);
+/* "weights 4.4 GiB, f16 cache 0 B, KV cache 224.0 MiB, scratch 1.2 GiB, total 5.8 GiB" */
+void format_vram(const minfer_vram* v, char* buf, size_t cap);
 int is_help(const char* arg);
 /* Splits "key=value" in place into the option arrays. Returns 0, 1 for a malformed pair, 2 when full. */
 int split_option(char* pair, const char** keys, const char** values, size_t* n);

@@ -86,7 +86,9 @@ int cmd_bench(int argc, char** argv) {
     minfer_context* ctx = NULL;
     minfer_status st;
     int32_t* prompt;
-    double pp[64], tg[64], mean, sd;
+    double pp[64], tg[64], mean, sd, load_s, sweep_ms = -1.0;
+    minfer_vram vram;
+    char vram_line[256];
     uint64_t peak_rss = 0;
     int json = 0;
     for (i = 0; i < argc; ++i) {
@@ -125,7 +127,9 @@ int cmd_bench(int argc, char** argv) {
     snprintf(ctx_len, sizeof ctx_len, "%ld", (n_prompt > 0 ? n_prompt : 1) + n_gen);
     keys[0] = "ctx_len";
     values[0] = ctx_len;
+    load_s = now_seconds();
     st = minfer_open_with_options(path, keys, values, n_options, &m);
+    load_s = now_seconds() - load_s;
     if (st != MINFER_OK) return fail_status(st, "bench");
     st = minfer_context_create(m, &ctx);
     if (st != MINFER_OK) {
@@ -159,6 +163,11 @@ int cmd_bench(int argc, char** argv) {
         return fail_status(st, "bench");
     }
 
+    /* Device memory with the context alive, and the per-call dequantization cost of the two-pass path. */
+    memset(&vram, 0, sizeof vram);
+    minfer_model_vram(m, &vram);
+    format_vram(&vram, vram_line, sizeof vram_line);
+    if (strcmp(minfer_model_device(m), "cuda") == 0 && minfer_bench_dequant_sweep(m, 10, &sweep_ms) != MINFER_OK) sweep_ms = -1.0;
     minfer_get_option(m, "threads", threads, sizeof threads, NULL);
     if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "%ld (all)", sysconf(_SC_NPROCESSORS_ONLN));
     snprintf(device, sizeof device, "%s", minfer_model_device(m));
@@ -176,7 +185,11 @@ int cmd_bench(int argc, char** argv) {
         json_string(path);
         printf(", \"file_bytes\": %" PRIu64 ", \"params\": %" PRIu64 ", \"device\": \"%s\", \"threads\": \"%s\",",
                minfer_model_file_size(m), minfer_model_n_params(m), device, threads);
-        printf(" \"peak_rss_bytes\": %" PRIu64 ", \"repetitions\": %ld, \"tests\": [", peak_rss, reps);
+        printf(" \"peak_rss_bytes\": %" PRIu64 ", \"load_s\": %.3f, \"vram\": {\"weights\": %" PRIu64 ", \"w16_cache\": %" PRIu64
+               ", \"kv_cache\": %" PRIu64 ", \"scratch\": %" PRIu64 "},", peak_rss, load_s, vram.weights, vram.w16_cache,
+               vram.kv_cache, vram.scratch);
+        if (sweep_ms >= 0) printf(" \"dequant_sweep_ms\": %.4f,", sweep_ms);
+        printf(" \"repetitions\": %ld, \"tests\": [", reps);
         if (n_prompt > 0) json_test("pp", n_prompt, pp, (int)reps);
         if (n_prompt > 0 && n_gen > 0) printf(", ");
         if (n_gen > 0) json_test("tg", n_gen, tg, (int)reps);
@@ -205,7 +218,10 @@ int cmd_bench(int argc, char** argv) {
             printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
                    (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
         }
-        printf("\nmemory: peak resident %s (the mapped weights count as they are touched)\noptions:", rss);
+        printf("\nload: %.2f s\nmemory: peak resident %s (the mapped weights count as they are touched)\n", load_s, rss);
+        if (strcmp(device, "cuda") == 0) printf("vram: %s\n", vram_line);
+        if (sweep_ms >= 0) printf("dequant sweep: %.3f ms (every layer matmul weight to f16 once: the per-call cost of the two-pass prefill)\n", sweep_ms);
+        printf("options:");
         for (k = 0; k < minfer_option_count(); ++k) {
             const char* name;
             char value[64];

@@ -98,6 +98,14 @@ int cmd_info(int argc, char** argv) {
         printf("name:           %s\n", minfer_model_name(m)[0] ? minfer_model_name(m) : "(none)");
         printf("architecture:   %s\n", minfer_model_architecture(m));
         printf("device:         %s\n", minfer_model_device(m));
+        if (strcmp(minfer_model_device(m), "cuda") == 0) {
+            minfer_vram vram;
+            char line[256];
+            if (minfer_model_vram(m, &vram) == MINFER_OK) {
+                format_vram(&vram, line, sizeof line);
+                printf("vram:           %s\n", line);
+            }
+        }
         printf("parameters:     %" PRIu64 " (%.3f B)\n", minfer_model_n_params(m), (double)minfer_model_n_params(m) / 1e9);
         printf("vocabulary:     %d\n", minfer_model_n_vocab(m));
         printf("context:        %d (training)\n", minfer_model_n_ctx_train(m));

@@ -171,6 +171,29 @@ const char* minfer_model_device(const minfer_model* model) {
     return model->m->backend() == minfer::engine::Backend::cuda ? "cuda" : "cpu";
 }
 
+minfer_status minfer_model_vram(const minfer_model* model, minfer_vram* out) {
+    return guard([&] {
+        need(model, "model");
+        need(out, "out");
+        const minfer::device::Vram v = model->m->vram();
+        *out = minfer_vram{v.weights, v.w16_cache, v.kv_cache, v.scratch};
+    });
+}
+
+minfer_status minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, double* ms_out) {
+    return guard([&] {
+        need(model, "model");
+        need(ms_out, "ms_out");
+        if (reps < 1 || reps > 1000) minfer::fail(MINFER_ERR_INVALID_ARGUMENT, "dequant sweep: reps = %d is outside [1, 1000]", reps);
+        const auto& m = *model->m;
+        if (!m.cuda()) minfer::fail(MINFER_ERR_UNSUPPORTED, "dequant sweep: the model runs on the CPU, not on a GPU");
+        std::vector<minfer::engine::Weight> ws;
+        for (const minfer::model::Layer& L : m.plan().layers)
+            for (const auto* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) ws.push_back(minfer::engine::Weight::of(t));
+        *ms_out = minfer::device::cuda_dequant_sweep_ms(*m.cuda(), ws, reps);
+    });
+}
+
 const char* minfer_type_name(int32_t type) { return minfer::quant::type_info(type).name; }
 
 minfer_status minfer_model_tensor_types(const minfer_model* model, int32_t* types, size_t cap, size_t* n_out) {

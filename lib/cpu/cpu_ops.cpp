@@ -180,6 +180,7 @@ public:
     }
 
     void read(Buf src, float* host) override { std::memcpy(host, src.data, src.n * sizeof(float)); }
+    void write(const float* host, Buf dst) override { std::memcpy(dst.data, host, dst.n * sizeof(float)); }
 
 private:
     model::Config c_;

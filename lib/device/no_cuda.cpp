@@ -1,8 +1,40 @@
-// Linked when the build has no CUDA backend.
+// Linked when the build has no CUDA backend: discovery says so, and the backend's entry points (which the
+// engine never calls in such a build) fail with MINFER_ERR_UNSUPPORTED.
+#include "core/error.h"
+#include "device/cuda_backend.h"
 #include "device/device.h"
 
 namespace minfer::device {
 
 Probe probe_cuda() { return Probe{false, 0, "built without CUDA"}; }
+
+namespace {
+[[noreturn]] void no_cuda() { fail(MINFER_ERR_UNSUPPORTED, "this build of minfer has no CUDA backend (-Dcuda=disabled)"); }
+}  // namespace
+
+class CudaModel {};
+
+WeightRegistry::~WeightRegistry() = default;
+const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string&, const void*, uint64_t, int32_t, const int64_t*) {
+    no_cuda();
+}
+const WeightRegistry::Entry* WeightRegistry::find(const std::string& name) const {
+    auto it = live_.find(name);
+    return it == live_.end() ? nullptr : &it->second;
+}
+std::string cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
+std::shared_ptr<CudaModel> cuda_load(const gguf::File&, int) { no_cuda(); }
+std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int) { no_cuda(); }
+Vram cuda_vram(const CudaModel&) { return Vram{}; }
+void cuda_check_healthy(const CudaModel&) {}
+void cuda_poison(CudaModel&, const std::string&) {}
+double cuda_dequant_sweep_ms(CudaModel&, const std::vector<engine::Weight>&, int) { no_cuda(); }
+void cuda_inject_fault() { no_cuda(); }
+
+namespace testing {
+std::vector<uint16_t> cuda_dequant_f16(int32_t, const void*, uint64_t, int64_t, int64_t) { no_cuda(); }
+std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int) { no_cuda(); }
+uint64_t cuda_free_bytes() { no_cuda(); }
+}  // namespace testing
 
 }  // namespace minfer::device

@@ -47,20 +47,36 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
         log_line(level, MINFER_LOG_WARN, "%s: %s; text calls will fail, token ids work", path.c_str(), e.what());
     }
 
-    // Backend choice. The CUDA forward pass arrives with its own issue; until then device=cuda says so
-    // plainly instead of silently running on the CPU.
+    // Backend choice: device=auto takes the GPU when there is a usable one and the CUDA kernels cover the
+    // model, else the CPU (and says why); device=cuda insists; device=cpu never touches the GPU.
     const int64_t device = m->options_.get(options::Id::device);
+    m->backend_ = Backend::cpu;
     if (device != options::kDeviceCpu) {
         device::Probe probe = device::probe_cuda();
-        if (device == options::kDeviceCuda) {
-            if (!probe.built) fail(MINFER_ERR_UNSUPPORTED, "device=cuda: this build of minfer has no CUDA backend (-Dcuda=disabled)");
-            if (probe.n_devices == 0) fail(MINFER_ERR_DEVICE, "device=cuda: no usable GPU: %s", probe.message.c_str());
-            fail(MINFER_ERR_UNSUPPORTED, "device=cuda: %s found, but the CUDA forward pass is not implemented in this build",
-                 probe.message.c_str());
+        std::string why;
+        minfer_status status = MINFER_ERR_UNSUPPORTED;
+        if (!probe.built) {
+            why = "this build of minfer has no CUDA backend (-Dcuda=disabled)";
+        } else if (probe.n_devices == 0) {
+            why = "no usable GPU: " + probe.message;
+            status = MINFER_ERR_DEVICE;
+        } else {
+            why = device::cuda_unsupported_reason(m->config_, m->plan_);
         }
-        log_line(level, MINFER_LOG_INFO, "device=auto: using the CPU (%s)", probe.message.c_str());
+        if (!why.empty()) {
+            if (device == options::kDeviceCuda) fail(status, "device=cuda: %s", why.c_str());
+            log_line(level, MINFER_LOG_INFO, "device=auto: using the CPU (%s)", why.c_str());
+        } else {
+            try {
+                m->cuda_ = device::cuda_load(*m->file_, level);
+            } catch (const Error& e) {
+                throw Error(e.status(), path + ": " + e.what());
+            }
+            m->backend_ = Backend::cuda;
+            log_line(level, MINFER_LOG_INFO, "device=%s: using CUDA on %s", device == options::kDeviceCuda ? "cuda" : "auto",
+                     probe.message.c_str());
+        }
     }
-    m->backend_ = Backend::cpu;
     report_progress("load", 3, 3);
     log_line(level, MINFER_LOG_INFO, "loaded %s: %s, %d layers, %" PRIu64 " parameters, %zu tensors, %" PRIu64 " bytes",
              path.c_str(), m->config_.arch_name.c_str(), m->config_.n_layer, m->n_params_, m->file_->tensors().size(),
@@ -79,17 +95,24 @@ bool Model::is_eog(int32_t token) const {
 }
 
 namespace {
-// Tokens per forward call on the CPU: bounds the scratch buffers, keeps each matmul's weights reused
-// across many tokens.
-constexpr int kMaxBatch = 256;
+// Tokens per forward call: bounds the scratch buffers. On the CPU each matmul's weights are reused across
+// the batch; on the GPU a larger batch also spreads the per-call weight dequantization over more tokens.
+constexpr int kMaxBatchCpu = 256;
+constexpr int kMaxBatchCuda = 2048;
 }  // namespace
 
 Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
     const model::Config& c = model_->config();
     const int64_t len = model_->options().get(options::Id::ctx_len);
     n_ctx_ = len == 0 ? c.n_ctx_train : static_cast<int32_t>(len);
-    ops_ = cpu::make_ops(c, n_ctx_);
-    scratch_ = make_scratch(*ops_, c, std::min(kMaxBatch, n_ctx_));
+    if (model_->backend() == Backend::cuda) {
+        const int batch = std::min(kMaxBatchCuda, n_ctx_);
+        ops_ = device::cuda_make_ops(model_->cuda(), c, n_ctx_, batch);
+        scratch_ = make_scratch(*ops_, c, batch);
+    } else {
+        ops_ = cpu::make_ops(c, n_ctx_);
+        scratch_ = make_scratch(*ops_, c, std::min(kMaxBatchCpu, n_ctx_));
+    }
     logits_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
     pending_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
 }
@@ -97,13 +120,18 @@ Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
 Context::~Context() = default;
 
 void Context::run(const int32_t* tokens, size_t n) {
-    ops_->begin(model_->options().get(options::Id::threads));
     int pos = n_past_;
-    for (size_t done = 0; done < n;) {
-        const int m = static_cast<int>(std::min<size_t>(n - done, static_cast<size_t>(scratch_.max_tokens)));
-        forward(model_->config(), model_->plan(), *ops_, scratch_, tokens + done, m, pos, pending_.data());
-        done += static_cast<size_t>(m);
-        pos += m;
+    try {
+        ops_->begin(model_->options().get(options::Id::threads));
+        for (size_t done = 0; done < n;) {
+            const int m = static_cast<int>(std::min<size_t>(n - done, static_cast<size_t>(scratch_.max_tokens)));
+            forward(model_->config(), model_->plan(), *ops_, scratch_, tokens + done, m, pos, pending_.data());
+            done += static_cast<size_t>(m);
+            pos += m;
+        }
+    } catch (const Error& e) {
+        ops_->on_error(e);
+        throw;
     }
     logits_.swap(pending_);
     n_past_ = pos;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "device/cuda_backend.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
 #include "engine/forward.h"
@@ -30,6 +31,10 @@ public:
     options::Values& options() { return options_; }
     const options::Values& options() const { return options_; }
     Backend backend() const { return backend_; }
+    // The device state of a model on the CUDA backend (null on the CPU).
+    const std::shared_ptr<device::CudaModel>& cuda() const { return cuda_; }
+    // Device memory by category (zero on the CPU backend).
+    device::Vram vram() const { return cuda_ ? device::cuda_vram(*cuda_) : device::Vram{}; }
     uint64_t n_params() const { return n_params_; }
     const std::vector<int32_t>& tensor_types() const { return tensor_types_; }
     // Metadata keys in file order, NUL-terminated (the file's own bytes are not).
@@ -47,6 +52,7 @@ private:
     model::Plan plan_;
     options::Values options_;
     Backend backend_ = Backend::cpu;
+    std::shared_ptr<device::CudaModel> cuda_;
     uint64_t n_params_ = 0;
     std::vector<int32_t> tensor_types_;
     std::vector<std::string> meta_keys_;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/error.h"
 #include "gguf/gguf.h"
 #include "quant/types.h"
 
@@ -68,8 +69,12 @@ public:
     virtual void swiglu(Buf gate, Buf up) = 0;
     // x[i] += y[i]
     virtual void add(Buf x, Buf y) = 0;
-    // Copies n floats to host memory.
+    // Copies src.n floats to host memory, waiting for the work before it.
     virtual void read(Buf src, float* host) = 0;
+    // Copies dst.n floats from host memory into dst.
+    virtual void write(const float* host, Buf dst) = 0;
+    // Called when a forward call failed with e (the CUDA backend poisons its model on device errors).
+    virtual void on_error(const minfer::Error& e) { (void)e; }
 };
 
 }  // namespace minfer::engine

@@ -1,0 +1,446 @@
+// The CUDA backend: the weight registry, the per-model device state (weights, VRAM accounts, poisoning)
+// and engine::Ops on the GPU. Every CUDA call is checked; failures become minfer::Error, device memory is
+// owned by RAII holders so an exception at any point frees what was allocated.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "cuda/common.cuh"
+#include "cuda/kernels.cuh"
+#include "device/cuda_backend.h"
+#include "quant/types.h"
+
+namespace minfer::cuda {
+
+void check(cudaError_t err, const char* what) {
+    if (err == cudaSuccess) return;
+    cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+    if (err == cudaErrorMemoryAllocation)
+        fail(MINFER_ERR_OUT_OF_MEMORY, "%s: out of GPU memory (%s)", what, cudaGetErrorString(err));
+    fail(MINFER_ERR_DEVICE, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
+}
+
+namespace {
+
+// Device memory charged to one VRAM account while it lives.
+class DeviceMemory {
+public:
+    DeviceMemory() = default;
+    DeviceMemory(uint64_t bytes, std::atomic<uint64_t>* account, const char* what) : account_(account) {
+        if (bytes == 0) return;
+        void* p = nullptr;
+        cudaError_t err = cudaMalloc(&p, bytes);
+        if (err != cudaSuccess) {
+            cudaGetLastError();
+            if (err == cudaErrorMemoryAllocation) {
+                size_t free_b = 0, total_b = 0;
+                cudaMemGetInfo(&free_b, &total_b);
+                cudaGetLastError();
+                fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %.1f MiB of GPU memory (%.1f MiB free of %.1f MiB)", what,
+                     static_cast<double>(bytes) / 1048576.0, static_cast<double>(free_b) / 1048576.0,
+                     static_cast<double>(total_b) / 1048576.0);
+            }
+            check(err, what);
+        }
+        ptr_ = p;
+        bytes_ = bytes;
+        if (account_) account_->fetch_add(bytes_);
+    }
+    DeviceMemory(DeviceMemory&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_), account_(o.account_) { o.ptr_ = nullptr; }
+    DeviceMemory& operator=(DeviceMemory&& o) noexcept {
+        if (this != &o) {
+            release();
+            ptr_ = o.ptr_;
+            bytes_ = o.bytes_;
+            account_ = o.account_;
+            o.ptr_ = nullptr;
+        }
+        return *this;
+    }
+    DeviceMemory(const DeviceMemory&) = delete;
+    DeviceMemory& operator=(const DeviceMemory&) = delete;
+    ~DeviceMemory() { release(); }
+
+    template <typename T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    // Hands the allocation to the caller, who frees it with cudaFree (and settles the account).
+    void* take() {
+        void* p = ptr_;
+        ptr_ = nullptr;
+        return p;
+    }
+    uint64_t bytes() const { return bytes_; }
+
+private:
+    void release() {
+        if (!ptr_) return;
+        cudaFree(ptr_);  // an error here (a poisoned context) cannot be acted on; the memory is gone either way
+        if (account_) account_->fetch_sub(bytes_);
+        ptr_ = nullptr;
+    }
+    void* ptr_ = nullptr;
+    uint64_t bytes_ = 0;
+    std::atomic<uint64_t>* account_ = nullptr;
+};
+
+class Stream {
+public:
+    Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    ~Stream() {
+        if (s_) cudaStreamDestroy(s_);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    cudaStream_t get() const { return s_; }
+    void sync(const char* what) const { check(cudaStreamSynchronize(s_), what); }
+
+private:
+    cudaStream_t s_ = nullptr;
+};
+
+}  // namespace
+}  // namespace minfer::cuda
+
+namespace minfer::device {
+
+using cuda::check;
+using cuda::DeviceMemory;
+
+// ---- weight registry ---------------------------------------------------------------------------------------
+
+WeightRegistry::~WeightRegistry() {
+    for (auto& [name, e] : live_) cudaFree(const_cast<void*>(e.device));
+    for (Entry& e : retired_) cudaFree(const_cast<void*>(e.device));
+}
+
+const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string& name, const void* host, uint64_t bytes,
+                                                             int32_t type, const int64_t shape[4]) {
+    auto it = live_.find(name);
+    if (it != live_.end() && it->second.bytes == bytes) return it->second;
+    DeviceMemory mem(bytes, nullptr, name.c_str());
+    check(cudaMemcpy(mem.as<void>(), host, bytes, cudaMemcpyHostToDevice), "upload");
+    if (it != live_.end()) retired_.push_back(it->second);  // never freed while the registry lives
+    Entry& e = live_[name];
+    e.bytes = bytes;
+    e.type = type;
+    for (int i = 0; i < 4; ++i) e.shape[i] = shape[i];
+    e.device = mem.take();  // the registry's destructor frees live and retired copies
+    device_bytes_ += bytes;
+    return e;
+}
+
+const WeightRegistry::Entry* WeightRegistry::find(const std::string& name) const {
+    auto it = live_.find(name);
+    return it == live_.end() ? nullptr : &it->second;
+}
+
+}  // namespace minfer::device
+
+// ---- the model on the device --------------------------------------------------------------------------------
+
+namespace minfer::device {
+
+class CudaModel {
+public:
+    WeightRegistry registry;
+    std::unordered_map<const gguf::TensorInfo*, WeightKey> by_tensor;
+    std::atomic<uint64_t> kv_bytes{0}, scratch_bytes{0}, w16_bytes{0};
+
+    WeightKey device_of(const engine::Weight& w) const {
+        auto it = by_tensor.find(w.info);
+        if (it == by_tensor.end())
+            fail(MINFER_ERR_INTERNAL, "CUDA: tensor %s was not uploaded", w.info ? w.info->name.c_str() : "(none)");
+        return it->second;
+    }
+    void poison(const std::string& message) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (poison_.empty()) poison_ = message;
+    }
+    void check_healthy() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!poison_.empty())
+            fail(MINFER_ERR_DEVICE, "the GPU reported an error earlier and this model can no longer be used: %s", poison_.c_str());
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::string poison_;
+};
+
+std::string cuda_unsupported_reason(const model::Config& c, const model::Plan& plan) {
+    if (!cuda::attention_head_dim_supported(c.head_dim))
+        return strprintf("head_dim %d (the CUDA attention kernels take 64 or 128)", c.head_dim);
+    auto check_weight = [&](const gguf::TensorInfo* t) -> std::string {
+        if (!t) return "";
+        const auto type = static_cast<quant::Type>(t->type);
+        if (!cuda::type_supported(type)) return strprintf("%s: type %s", t->name.c_str(), quant::type_info(type).name);
+        if (t->ne[0] % 8 != 0) return strprintf("%s: rows of %lld elements (a multiple of 8 is needed)", t->name.c_str(),
+                                                static_cast<long long>(t->ne[0]));
+        return "";
+    };
+    std::vector<const gguf::TensorInfo*> ts = {plan.tok_embd, plan.output};
+    for (const model::Layer& L : plan.layers)
+        for (const gguf::TensorInfo* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) ts.push_back(t);
+    for (const gguf::TensorInfo* t : ts)
+        if (std::string why = check_weight(t); !why.empty()) return why;
+    return "";
+}
+
+std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level) {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    auto m = std::make_shared<CudaModel>();
+    const auto& tensors = file.tensors();
+    uint64_t total = 0;
+    for (const gguf::TensorInfo& t : tensors) total += t.n_bytes;
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    if (total > free_b)
+        fail(MINFER_ERR_OUT_OF_MEMORY, "the weights need %.1f MiB of GPU memory, %.1f MiB are free (of %.1f MiB)",
+             static_cast<double>(total) / 1048576.0, static_cast<double>(free_b) / 1048576.0, static_cast<double>(total_b) / 1048576.0);
+    uint64_t done = 0;
+    report_progress("upload", 0, total);
+    for (const gguf::TensorInfo& t : tensors) {
+        const WeightRegistry::Entry& e = m->registry.register_weight(t.name, t.data, t.n_bytes, t.type, t.ne);
+        m->by_tensor[&t] = e.device;
+        done += t.n_bytes;
+        report_progress("upload", done, total);
+    }
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %.1f MiB", tensors.size(),
+             static_cast<double>(m->registry.device_bytes()) / 1048576.0);
+    return m;
+}
+
+Vram cuda_vram(const CudaModel& m) {
+    Vram v;
+    v.weights = m.registry.device_bytes();
+    v.w16_cache = m.w16_bytes.load();
+    v.kv_cache = m.kv_bytes.load();
+    v.scratch = m.scratch_bytes.load();
+    return v;
+}
+
+void cuda_check_healthy(const CudaModel& m) { m.check_healthy(); }
+void cuda_poison(CudaModel& m, const std::string& message) { m.poison(message); }
+
+namespace {
+
+__global__ void fault_kernel(int* p) { p[threadIdx.x] = 1; }
+
+using engine::Buf;
+using engine::Weight;
+
+class CudaOps final : public engine::Ops {
+public:
+    CudaOps(std::shared_ptr<CudaModel> model, const model::Config& c, int n_ctx, int max_tokens)
+        : m_(std::move(model)), c_(c), n_ctx_(n_ctx), max_tokens_(max_tokens) {
+        m_->check_healthy();
+        check(cudaSetDevice(0), "cudaSetDevice");
+        kv_dim_ = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+        const uint64_t kv_elems = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(kv_dim_);
+        k_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (keys)");
+        v_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (values)");
+        tokens_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * sizeof(int32_t), &m_->scratch_bytes, "token scratch");
+        // The widest matmul input and the largest weight a prefill matmul dequantizes (the output
+        // projection only ever runs on the last token: a mat-vec).
+        int64_t max_cols = 0, max_w = 0;
+        for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
+        const int64_t q_dim = int64_t{c.n_head} * c.head_dim;
+        for (int64_t e : {q_dim * c.n_embd, kv_dim_ * c.n_embd, q_dim * c.n_embd, int64_t{c.n_ff} * c.n_embd})
+            max_w = std::max(max_w, e);
+        a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m_->scratch_bytes, "f16 activations");
+        if (max_tokens > 1) w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
+        std::vector<double> inv(static_cast<size_t>(c.head_dim / 2));
+        for (int i = 0; i < c.head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(c.rope_freq_base, -2.0 * i / c.head_dim);
+        inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
+        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        partial_ = DeviceMemory(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.head_dim)) * sizeof(float),
+                                &m_->scratch_bytes, "attention scratch");
+    }
+
+    ~CudaOps() override {
+        if (stream_.get()) cudaStreamSynchronize(stream_.get());  // no kernel may outlive the buffers it uses
+    }
+
+    void begin(int64_t) override {
+        m_->check_healthy();
+        check(cudaSetDevice(0), "cudaSetDevice");
+    }
+
+    Buf alloc(size_t n) override {
+        buffers_.emplace_back(static_cast<uint64_t>(n) * sizeof(float), &m_->scratch_bytes, "activation scratch");
+        return Buf{buffers_.back().as<float>(), n};
+    }
+
+    void embed(const Weight& table, const int32_t* tokens, int n, Buf out) override {
+        if (n > max_tokens_) fail(MINFER_ERR_INTERNAL, "CUDA embed: %d tokens, scratch for %d", n, max_tokens_);
+        check(cudaMemcpyAsync(tokens_.as<void>(), tokens, static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+              "token upload");
+        cuda::embed_rows(table.type, m_->device_of(table), table.cols, tokens_.as<int32_t>(), n, out.data, s());
+    }
+
+    void rms_norm(Buf x, int64_t rows, int64_t dim, const Weight& w, float eps, Buf out) override {
+        cuda::rms_norm(x.data, rows, static_cast<int>(dim), static_cast<const float*>(m_->device_of(w)), eps, out.data, s());
+    }
+
+    void matmul(const Weight& w, Buf x, int n, Buf out) override {
+        const void* wd = m_->device_of(w);
+        if (n == 1) {
+            cuda::matvec(w.type, wd, w.rows, w.cols, x.data, out.data, s());
+            return;
+        }
+        if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols) * sizeof(__half) > a16_.bytes())
+            fail(MINFER_ERR_INTERNAL, "CUDA matmul: %d x %lld activations exceed the scratch", n, static_cast<long long>(w.cols));
+        cuda::to_f16(x.data, a16_.as<__half>(), int64_t{n} * w.cols, s());
+        const __half* b = static_cast<const __half*>(wd);
+        if (w.type != quant::Type::F16) {
+            if (static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols) * sizeof(__half) > w16_.bytes())
+                fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", w.info ? w.info->name.c_str() : "?");
+            cuda::dequant_f16(w.type, wd, w.rows, w.cols, w16_.as<__half>(), s());
+            b = w16_.as<__half>();
+        }
+        cuda::gemm_f16(a16_.as<__half>(), b, out.data, n, static_cast<int>(w.rows), static_cast<int>(w.cols), s());
+    }
+
+    void add_bias(Buf x, int64_t rows, const Weight& b) override {
+        cuda::add_bias(x.data, rows, static_cast<int>(b.cols), static_cast<const float*>(m_->device_of(b)), s());
+    }
+
+    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double) override {
+        cuda::rope(x.data, n, n_heads, head_dim, pos0, inv_freq_.as<double>(), s());
+    }
+
+    void store_kv(int layer, int pos0, int n, Buf k, Buf v) override {
+        const int64_t at = (int64_t{layer} * n_ctx_ + pos0) * kv_dim_;
+        cuda::store_kv(k.data, v.data, k_cache_.as<__half>() + at, v_cache_.as<__half>() + at, int64_t{n} * kv_dim_, s());
+    }
+
+    void attention(int layer, Buf q, int n, int pos0, Buf out) override {
+        const int64_t at = int64_t{layer} * n_ctx_ * kv_dim_;
+        cuda::attention(q.data, k_cache_.as<__half>() + at, v_cache_.as<__half>() + at, out.data, n, pos0, c_.n_head,
+                        c_.n_head_kv, c_.head_dim, partial_.as<float>(), s());
+    }
+
+    void swiglu(Buf gate, Buf up) override { cuda::swiglu(gate.data, up.data, static_cast<int64_t>(gate.n), s()); }
+    void add(Buf x, Buf y) override { cuda::add(x.data, y.data, static_cast<int64_t>(x.n), s()); }
+
+    void read(Buf src, float* host) override {
+        check(cudaMemcpyAsync(host, src.data, src.n * sizeof(float), cudaMemcpyDeviceToHost, s()), "read back");
+        stream_.sync("forward pass");
+    }
+
+    void write(const float* host, Buf dst) override {
+        check(cudaMemcpyAsync(dst.data, host, dst.n * sizeof(float), cudaMemcpyHostToDevice, s()), "write");
+        stream_.sync("write");
+    }
+
+    void on_error(const Error& e) override {
+        if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
+    }
+
+private:
+    cudaStream_t s() const { return stream_.get(); }
+
+    std::shared_ptr<CudaModel> m_;
+    model::Config c_;
+    int n_ctx_;
+    int max_tokens_;
+    int64_t kv_dim_ = 0;
+    cuda::Stream stream_;
+    DeviceMemory k_cache_, v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim] f16
+    DeviceMemory tokens_;             // [max_tokens] token ids of the current call
+    DeviceMemory a16_;                // f16 copy of a prefill matmul's input
+    DeviceMemory w16_;                // f16 dequantized weight of a prefill matmul (the two-pass path)
+    DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
+    DeviceMemory partial_;            // decode attention split partials
+    std::vector<DeviceMemory> buffers_;
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
+                                           int max_tokens) {
+    return std::make_unique<CudaOps>(std::move(model), config, n_ctx, max_tokens);
+}
+
+double cuda_dequant_sweep_ms(CudaModel& m, const std::vector<engine::Weight>& weights, int reps) {
+    m.check_healthy();
+    int64_t largest = 0;
+    for (const engine::Weight& w : weights) largest = std::max(largest, w.rows * w.cols);
+    DeviceMemory scratch(static_cast<uint64_t>(largest) * sizeof(__half), &m.scratch_bytes, "dequant sweep scratch");
+    cuda::Stream stream;
+    cudaEvent_t ev[2] = {nullptr, nullptr};
+    check(cudaEventCreate(&ev[0]), "cudaEventCreate");
+    std::vector<float> times;
+    try {
+        check(cudaEventCreate(&ev[1]), "cudaEventCreate");
+        for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+            check(cudaEventRecord(ev[0], stream.get()), "cudaEventRecord");
+            for (const engine::Weight& w : weights)
+                if (w.type != quant::Type::F16)
+                    cuda::dequant_f16(w.type, m.device_of(w), w.rows, w.cols, scratch.as<__half>(), stream.get());
+            check(cudaEventRecord(ev[1], stream.get()), "cudaEventRecord");
+            check(cudaEventSynchronize(ev[1]), "dequant sweep");
+            float ms = 0;
+            check(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
+            if (r >= 0) times.push_back(ms);
+        }
+    } catch (...) {
+        cudaEventDestroy(ev[0]);
+        if (ev[1]) cudaEventDestroy(ev[1]);
+        throw;
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    std::sort(times.begin(), times.end());
+    return times[times.size() / 2];
+}
+
+void cuda_inject_fault() {
+    fault_kernel<<<1, 32>>>(reinterpret_cast<int*>(uintptr_t{16}));
+    cudaDeviceSynchronize();
+}
+
+// ---- test entry points ----------------------------------------------------------------------------------------
+
+namespace testing {
+
+std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols) {
+    cuda::Stream stream;
+    DeviceMemory src(n_bytes, nullptr, "test input"), dst(static_cast<uint64_t>(rows * cols) * 2, nullptr, "test output");
+    check(cudaMemcpy(src.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "test upload");
+    cuda::dequant_f16(static_cast<quant::Type>(type), src.as<void>(), rows, cols, dst.as<__half>(), stream.get());
+    stream.sync("dequant_f16");
+    std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
+    check(cudaMemcpy(out.data(), dst.as<void>(), out.size() * 2, cudaMemcpyDeviceToHost), "test download");
+    return out;
+}
+
+std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k) {
+    cuda::Stream stream;
+    DeviceMemory da(a.size() * 2, nullptr, "A"), db(b.size() * 2, nullptr, "B"),
+        dc(static_cast<uint64_t>(m) * n * 4, nullptr, "C");
+    check(cudaMemcpy(da.as<void>(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), "upload A");
+    check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
+    check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
+    cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get());
+    stream.sync("gemm_f16");
+    std::vector<float> c(static_cast<size_t>(m) * n);
+    check(cudaMemcpy(c.data(), dc.as<void>(), c.size() * 4, cudaMemcpyDeviceToHost), "download C");
+    return c;
+}
+
+uint64_t cuda_free_bytes() {
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    return free_b;
+}
+
+}  // namespace testing
+}  // namespace minfer::device

@@ -1,0 +1,96 @@
+// The CUDA backend as the engine sees it: host-only declarations (no CUDA headers), implemented in
+// cuda/backend.cu, and by lib/device/no_cuda.cpp in builds without CUDA (where each call fails with
+// MINFER_ERR_UNSUPPORTED; the engine never makes them there, because probe_cuda() reports no backend).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/ops.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+
+namespace minfer::device {
+
+// Device memory in bytes by category: one model's weights, its f16 weight cache, and the KV caches and
+// scratch buffers of its live contexts.
+struct Vram {
+    uint64_t weights = 0;
+    uint64_t w16_cache = 0;
+    uint64_t kv_cache = 0;
+    uint64_t scratch = 0;
+};
+
+// The device address of a registered weight. Invariant: it is stable for the lifetime of the model that
+// registered it (WeightRegistry never frees or moves a copy while the registry lives), so it can key
+// caches of derived data, such as the f16 weight cache.
+using WeightKey = const void*;
+
+// Device copies of weights, uploaded once. register_weight() with a name already registered at the same
+// size returns the existing copy (no upload); with a different size it uploads a new copy and retires the
+// old one, which stays allocated until the registry is destroyed, so no pointer handed out ever dangles.
+class WeightRegistry {
+public:
+    struct Entry {
+        WeightKey device = nullptr;
+        uint64_t bytes = 0;
+        int32_t type = 0;
+        int64_t shape[4] = {1, 1, 1, 1};
+    };
+
+    WeightRegistry() = default;
+    WeightRegistry(const WeightRegistry&) = delete;
+    WeightRegistry& operator=(const WeightRegistry&) = delete;
+    ~WeightRegistry();
+
+    // Throws Error: MINFER_ERR_OUT_OF_MEMORY (nothing is registered then), MINFER_ERR_DEVICE.
+    const Entry& register_weight(const std::string& name, const void* host, uint64_t bytes, int32_t type,
+                                 const int64_t shape[4]);
+    const Entry* find(const std::string& name) const;
+    // Device bytes held, live and retired copies alike.
+    uint64_t device_bytes() const { return device_bytes_; }
+    size_t retired() const { return retired_.size(); }
+
+private:
+    std::unordered_map<std::string, Entry> live_;
+    std::vector<Entry> retired_;
+    uint64_t device_bytes_ = 0;
+};
+
+class CudaModel;  // defined in cuda/backend.cu
+
+// Why the CUDA backend cannot run this model, or "" when it can (head_dim, tensor types, row lengths).
+std::string cuda_unsupported_reason(const model::Config& config, const model::Plan& plan);
+// Uploads every tensor of the file through a WeightRegistry, reporting progress as stage "upload".
+// Throws Error: MINFER_ERR_OUT_OF_MEMORY, MINFER_ERR_DEVICE, MINFER_ERR_CANCELLED; frees all on failure.
+std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level);
+// Ops for one context: its KV cache (f16) for n_ctx tokens and scratch for max_tokens tokens are
+// allocated now. Throws Error (MINFER_ERR_OUT_OF_MEMORY with nothing leaked, MINFER_ERR_DEVICE).
+std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
+                                           int max_tokens);
+Vram cuda_vram(const CudaModel& model);
+// Throws Error(MINFER_ERR_DEVICE) with the original message when an earlier CUDA error poisoned the model.
+void cuda_check_healthy(const CudaModel& model);
+// Marks the model unusable after a CUDA error (the first message is kept).
+void cuda_poison(CudaModel& model, const std::string& message);
+// Median milliseconds of one dequantization of every weight in `weights` to f16 (an f16 scratch of the
+// largest is allocated for the call), over `reps` runs.
+double cuda_dequant_sweep_ms(CudaModel& model, const std::vector<engine::Weight>& weights, int reps);
+// Tests only: makes a kernel fault on the device (an out-of-bounds write), a sticky error.
+void cuda_inject_fault();
+
+}  // namespace minfer::device
+
+namespace minfer::device::testing {
+// Kernel entry points for tests: each uploads its inputs, runs one kernel on a private stream, waits and
+// downloads the result. Throws Error.
+// f16 bit patterns of dequant(bytes) for rows x cols elements of `type`.
+std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols);
+// C[m][n] = sum_k A[m][k] * B[n][k] on f16 bit patterns, by the tensor-core GEMM.
+std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k);
+// Free device memory in bytes (cudaMemGetInfo).
+uint64_t cuda_free_bytes();
+}  // namespace minfer::device::testing

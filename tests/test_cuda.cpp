@@ -1,0 +1,590 @@
+// The CUDA backend against independent references: the CPU dequantizer (bit for bit), a float64 GEMM,
+// the CPU backend op by op (engine::Ops on both backends over the same weights and inputs), and whole
+// models CUDA vs CPU in every quantization. Runs only where a GPU is present (cuda_main.cpp skips the
+// executable otherwise). Suite "cuda"; suite "cuda_poison" runs alone in its own process because it
+// leaves the process's CUDA context unusable on purpose.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/api_internal.h"
+#include "cpu/cpu_ops.h"
+#include "device/cuda_backend.h"
+#include "engine/ops.h"
+#include "gguf/gguf.h"
+#include "helpers.h"
+#include "minfer.h"
+#include "quant/f16.h"
+#include "quant/quant.h"
+#include "quant/types.h"
+#include "synth/synth.h"
+
+namespace {
+
+using minfer::engine::Buf;
+using minfer::engine::Ops;
+using minfer::engine::Weight;
+using minfer::quant::Type;
+namespace quant = minfer::quant;
+namespace device = minfer::device;
+
+const Type kLegacy[] = {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0};
+const Type kKQuants[] = {Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+const Type kPlain[] = {Type::F32, Type::F16, Type::BF16};
+
+std::vector<float> normal(size_t n, uint64_t seed, float mean = 0.0f, float sd = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(mean, sd);
+    std::vector<float> v(n);
+    for (float& x : v) x = nd(rng);
+    return v;
+}
+
+// Quantizes rows x cols floats row by row (the CPU quantizer; any valid bytes would do).
+std::vector<uint8_t> quantize(Type t, const std::vector<float>& x, int64_t rows, int64_t cols) {
+    const size_t rb = quant::row_bytes(t, cols);
+    std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) quant::quantize_row(t, x.data() + r * cols, out.data() + r * rb, cols);
+    return out;
+}
+
+std::vector<float> dequantize(Type t, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+    const size_t rb = quant::row_bytes(t, cols);
+    std::vector<float> out(static_cast<size_t>(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) quant::dequantize_row(t, bytes.data() + r * rb, out.data() + r * cols, cols);
+    return out;
+}
+
+// ||a - ref|| / ||ref||; fails on any non-finite value in a.
+double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
+    REQUIRE(a.size() == ref.size());
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        REQUIRE_MESSAGE(std::isfinite(a[i]), "non-finite value at ", i);
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
+    return rel_l2(a, std::vector<double>(ref.begin(), ref.end()));
+}
+
+const char* name_of(Type t) { return quant::type_info(t).name; }
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+    TEST_CASE("dequantization to f16 is bit-identical to the CPU dequantizer for every type") {
+        // Rows of one and of several blocks (odd counts, so rows start at even and odd block indices:
+        // the 22-byte q5_0 block's high-bit word is 4-byte aligned only at odd ones).
+        std::vector<std::pair<Type, std::vector<int64_t>>> cases;
+        for (Type t : kLegacy) cases.push_back({t, {32, 160}});
+        for (Type t : kKQuants) cases.push_back({t, {256, 768}});
+        for (Type t : kPlain) cases.push_back({t, {8, 200}});
+        cases.push_back({Type::Q8_K, {256, 768}});
+        uint64_t seed = 1;
+        for (const auto& [t, widths] : cases)
+            for (int64_t cols : widths) {
+                CAPTURE(name_of(t));
+                CAPTURE(cols);
+                const int64_t rows = 7;
+                const auto x = normal(static_cast<size_t>(rows * cols), seed++, 0.1f, 2.0f);
+                std::vector<uint8_t> bytes;
+                if (t == Type::F32) {
+                    bytes.resize(x.size() * 4);
+                    std::memcpy(bytes.data(), x.data(), bytes.size());
+                } else {
+                    bytes = quantize(t, x, rows, cols);
+                }
+                const auto ref = dequantize(t, bytes, rows, cols);
+                std::vector<uint16_t> got = device::testing::cuda_dequant_f16(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols);
+                REQUIRE(got.size() == ref.size());
+                size_t mismatches = 0, first = 0;
+                for (size_t i = 0; i < ref.size(); ++i)
+                    if (got[i] != quant::f32_to_f16(ref[i]) && mismatches++ == 0) first = i;
+                CHECK_MESSAGE(mismatches == 0, mismatches, " mismatches, first at element ", first, ": got 0x", std::hex, got[first],
+                              " want 0x", quant::f32_to_f16(ref[first]));
+            }
+    }
+
+    TEST_CASE("cuda_prefill_f16_gemm_parity: the tensor-core GEMM against a float64 reference") {
+        // Shapes that are not multiples of the 64x64 tile nor of the 32-deep K step.
+        const int shapes[][3] = {{1, 1, 8}, {2, 67, 40}, {67, 131, 264}, {130, 70, 96}, {64, 64, 64}, {300, 257, 1000}};
+        uint64_t seed = 100;
+        for (const auto& s : shapes) {
+            const int m = s[0], n = s[1], k = s[2];
+            CAPTURE(m);
+            CAPTURE(n);
+            CAPTURE(k);
+            const auto af = normal(static_cast<size_t>(m) * k, seed++), bf = normal(static_cast<size_t>(n) * k, seed++);
+            std::vector<uint16_t> a(af.size()), b(bf.size());
+            for (size_t i = 0; i < a.size(); ++i) a[i] = quant::f32_to_f16(af[i]);
+            for (size_t i = 0; i < b.size(); ++i) b[i] = quant::f32_to_f16(bf[i]);
+            const std::vector<float> c = device::testing::cuda_gemm_f16(a, b, m, n, k);
+            double worst = 0;
+            for (int i = 0; i < m; ++i)
+                for (int j = 0; j < n; ++j) {
+                    double ref = 0, mag = 0;
+                    for (int p = 0; p < k; ++p) {
+                        const double prod = static_cast<double>(quant::f16_to_f32(a[static_cast<size_t>(i) * k + p])) *
+                                            quant::f16_to_f32(b[static_cast<size_t>(j) * k + p]);
+                        ref += prod;
+                        mag += std::fabs(prod);
+                    }
+                    const float got = c[static_cast<size_t>(i) * n + j];
+                    REQUIRE_MESSAGE(std::isfinite(got), "C[", i, "][", j, "] was not written");
+                    // f16 x f16 products are exact in f32; only the f32 accumulation rounds.
+                    worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
+                }
+            CHECK(worst < 1e-5);
+        }
+    }
+
+    TEST_CASE("the weight registry uploads once and never frees a copy it handed out") {
+        device::WeightRegistry reg;
+        const int64_t shape[4] = {8, 2, 1, 1};
+        std::vector<float> w1 = normal(16, 1), w2 = normal(32, 2);
+        const auto& e1 = reg.register_weight("blk.0.w", w1.data(), 64, 0, shape);
+        const void* p1 = e1.device;
+        REQUIRE(p1 != nullptr);
+        CHECK(reg.device_bytes() == 64);
+        // Same name, same size: the same device copy, no second upload.
+        CHECK(reg.register_weight("blk.0.w", w2.data(), 64, 0, shape).device == p1);
+        CHECK(reg.device_bytes() == 64);
+        // Same name, another size: a new copy; the old one is retired, not freed.
+        const int64_t shape2[4] = {8, 4, 1, 1};
+        const void* p2 = reg.register_weight("blk.0.w", w2.data(), 128, 0, shape2).device;
+        CHECK(p2 != p1);
+        CHECK(reg.retired() == 1);
+        CHECK(reg.device_bytes() == 192);
+        REQUIRE(reg.find("blk.0.w") != nullptr);
+        CHECK(reg.find("blk.0.w")->device == p2);
+        CHECK(reg.find("blk.0.w")->shape[1] == 4);
+        CHECK(reg.find("other") == nullptr);
+    }
+}
+
+namespace {
+
+// Both backends over one set of weights: engine::Ops of the CPU and of CUDA, fed the same inputs.
+struct Pair {
+    std::shared_ptr<const minfer::gguf::File> file;
+    std::shared_ptr<device::CudaModel> cuda_model;
+    minfer::model::Config config;
+    std::unique_ptr<Ops> cpu, gpu;
+
+    Pair(minfer::gguf::Writer& w, const minfer::model::Config& c, int n_ctx, int max_tokens) : config(c) {
+        file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
+        cuda_model = device::cuda_load(*file, 0);
+        cpu = minfer::cpu::make_ops(c, n_ctx);
+        gpu = device::cuda_make_ops(cuda_model, c, n_ctx, max_tokens);
+        cpu->begin(0);
+        gpu->begin(0);
+    }
+    Weight weight(const std::string& name) const {
+        const auto* t = file->find_tensor(name);
+        REQUIRE_MESSAGE(t != nullptr, name);
+        return Weight::of(t);
+    }
+    std::pair<Buf, Buf> input(const std::vector<float>& v) {
+        Buf a = cpu->alloc(v.size()), b = gpu->alloc(v.size());
+        cpu->write(v.data(), a);
+        gpu->write(v.data(), b);
+        return {a, b};
+    }
+    std::pair<Buf, Buf> output(size_t n) {
+        // Poisoned with NaN: a value the op fails to write fails the comparison.
+        return input(std::vector<float>(n, std::nanf("")));
+    }
+    static std::vector<float> read(Ops& ops, Buf b) {
+        std::vector<float> v(b.n);
+        ops.read(b, v.data());
+        return v;
+    }
+    std::vector<float> read_cpu(Buf b) { return read(*cpu, b); }
+    std::vector<float> read_gpu(Buf b) { return read(*gpu, b); }
+};
+
+minfer::model::Config op_config(int head_dim) {
+    minfer::model::Config c;
+    c.n_vocab = 50;
+    c.n_embd = 1024;
+    c.n_ff = 1024;
+    c.n_layer = 1;
+    c.n_head = 8;
+    c.n_head_kv = 2;
+    c.head_dim = head_dim;
+    c.n_ctx_train = 1024;
+    c.rope_freq_base = 1000000.0;
+    return c;
+}
+
+void add_tensor(minfer::gguf::Writer& w, const std::string& name, Type t, int64_t rows, int64_t cols, uint64_t seed) {
+    const auto x = normal(static_cast<size_t>(rows * cols), seed, 0.0f, 0.5f);
+    std::vector<uint8_t> bytes;
+    if (t == Type::F32) {
+        bytes.resize(x.size() * 4);
+        std::memcpy(bytes.data(), x.data(), bytes.size());
+    } else {
+        bytes = quantize(t, x, rows, cols);
+    }
+    const int64_t dims[2] = {cols, rows};
+    w.add_tensor(name, static_cast<int32_t>(t), std::span<const int64_t>(dims, rows == 1 ? 1 : 2), bytes);
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+    TEST_CASE("matmul and embedding: CUDA against a float64 reference and the CPU backend, every type") {
+        minfer::gguf::Writer w;
+        struct Case {
+            Type t;
+            int64_t cols;
+            std::string name;
+        };
+        std::vector<Case> cases;
+        uint64_t seed = 500;
+        auto add = [&](Type t, int64_t cols) {
+            Case c{t, cols, std::string(name_of(t)) + "_" + std::to_string(cols)};
+            add_tensor(w, c.name, t, 67, cols, seed++);
+            cases.push_back(c);
+        };
+        for (Type t : kLegacy)
+            for (int64_t cols : {32, 160}) add(t, cols);
+        for (Type t : kKQuants)
+            for (int64_t cols : {256, 768}) add(t, cols);
+        for (Type t : kPlain)
+            for (int64_t cols : {64, 200}) add(t, cols);
+        Pair p(w, op_config(128), 256, 128);
+
+        for (const Case& c : cases) {
+            CAPTURE(c.name);
+            const Weight wt = p.weight(c.name);
+            const auto wf = dequantize(c.t, std::vector<uint8_t>(wt.info->data, wt.info->data + wt.info->n_bytes), 67, c.cols);
+            for (int n : {1, 5, 70}) {
+                CAPTURE(n);
+                const auto x = normal(static_cast<size_t>(n * c.cols), seed++);
+                auto [xc, xg] = p.input(x);
+                auto [yc, yg] = p.output(static_cast<size_t>(n) * 67);
+                p.cpu->matmul(wt, xc, n, yc);
+                p.gpu->matmul(wt, xg, n, yg);
+                std::vector<double> ref(static_cast<size_t>(n) * 67);
+                for (int t = 0; t < n; ++t)
+                    for (int r = 0; r < 67; ++r) {
+                        double s = 0;
+                        for (int64_t k = 0; k < c.cols; ++k) s += static_cast<double>(wf[static_cast<size_t>(r * c.cols + k)]) * x[static_cast<size_t>(t * c.cols + k)];
+                        ref[static_cast<size_t>(t * 67 + r)] = s;
+                    }
+                const auto g = p.read_gpu(yg), cp = p.read_cpu(yc);
+                const double e_ref = rel_l2(g, ref), e_cpu = rel_l2(g, cp);
+                // n == 1: the mat-vec in f32 on the exact weights; n > 1: f16 operands (2^-11 rounding).
+                CHECK(e_ref < (n == 1 ? 1e-5 : 1e-3));
+                // The CPU backend quantizes activations to 8 bits for quantized weights.
+                const bool plain = c.t == Type::F32 || c.t == Type::F16 || c.t == Type::BF16;
+                CHECK(e_cpu < (plain ? 1e-3 : 3e-2));
+            }
+        }
+
+        // Embedding rows: the same dequantizer, so exactly equal.
+        const int32_t tokens[] = {3, 0, 66, 7, 66};
+        for (const Case& c : cases) {
+            CAPTURE(c.name);
+            const Weight wt = p.weight(c.name);
+            auto [oc, og] = p.output(static_cast<size_t>(5 * c.cols));
+            p.cpu->embed(wt, tokens, 5, oc);
+            p.gpu->embed(wt, tokens, 5, og);
+            CHECK(p.read_gpu(og) == p.read_cpu(oc));
+        }
+    }
+
+    TEST_CASE("norms, biases, rope, swiglu and residuals: CUDA against the CPU backend") {
+        minfer::gguf::Writer w;
+        add_tensor(w, "norm1024", Type::F32, 1, 1024, 1);
+        add_tensor(w, "norm128", Type::F32, 1, 128, 2);
+        add_tensor(w, "bias", Type::F32, 1, 1024, 3);
+        Pair p(w, op_config(128), 256, 128);
+        const int n = 70;
+
+        auto [xc, xg] = p.input(normal(static_cast<size_t>(n) * 1024, 10));
+        auto [oc, og] = p.output(static_cast<size_t>(n) * 1024);
+        p.cpu->rms_norm(xc, n, 1024, p.weight("norm1024"), 1e-6f, oc);
+        p.gpu->rms_norm(xg, n, 1024, p.weight("norm1024"), 1e-6f, og);
+        CHECK(rel_l2(p.read_gpu(og), p.read_cpu(oc)) < 1e-6);
+        // Per-head norm (Qwen3's q/k norm), in place.
+        p.cpu->rms_norm(xc, n * 8, 128, p.weight("norm128"), 1e-6f, xc);
+        p.gpu->rms_norm(xg, n * 8, 128, p.weight("norm128"), 1e-6f, xg);
+        CHECK(rel_l2(p.read_gpu(xg), p.read_cpu(xc)) < 1e-6);
+
+        p.cpu->add_bias(xc, n, p.weight("bias"));
+        p.gpu->add_bias(xg, n, p.weight("bias"));
+        CHECK(rel_l2(p.read_gpu(xg), p.read_cpu(xc)) < 1e-6);
+
+        for (int pos0 : {0, 1, 3000}) {
+            CAPTURE(pos0);
+            auto [rc, rg] = p.input(normal(static_cast<size_t>(n) * 1024, 20 + static_cast<uint64_t>(pos0)));
+            p.cpu->rope(rc, n, 8, 128, pos0, 1000000.0);
+            p.gpu->rope(rg, n, 8, 128, pos0, 1000000.0);
+            CHECK(rel_l2(p.read_gpu(rg), p.read_cpu(rc)) < 1e-6);
+        }
+
+        auto [gc, gg] = p.input(normal(5000, 30));
+        auto [uc, ug] = p.input(normal(5000, 31));
+        p.cpu->swiglu(gc, uc);
+        p.gpu->swiglu(gg, ug);
+        CHECK(rel_l2(p.read_gpu(gg), p.read_cpu(gc)) < 1e-6);
+        p.cpu->add(gc, uc);
+        p.gpu->add(gg, ug);
+        CHECK(rel_l2(p.read_gpu(gg), p.read_cpu(gc)) < 1e-6);
+    }
+
+    TEST_CASE("attention, prefill tiles and split decode: CUDA against the CPU backend") {
+        for (int hd : {64, 128}) {
+            CAPTURE(hd);
+            minfer::gguf::Writer w;
+            add_tensor(w, "unused", Type::F32, 1, 8, 1);
+            const auto c = op_config(hd);
+            Pair p(w, c, 1024, 128);
+            const int q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
+            int pos = 0;
+            uint64_t seed = 40;
+            // A prefill that is not a multiple of the 16-query or 32-key tiles, single tokens (the decode
+            // kernel, one chunk), prefills at an offset, then single tokens past 600 keys (several chunks).
+            for (int n : {37, 1, 1, 100, 100, 100, 100, 100, 100, 1, 1, 70, 1}) {
+                CAPTURE(pos);
+                CAPTURE(n);
+                auto [qc, qg] = p.input(normal(static_cast<size_t>(n) * q_dim, seed++));
+                auto [kc, kg] = p.input(normal(static_cast<size_t>(n) * kv_dim, seed++));
+                auto [vc, vg] = p.input(normal(static_cast<size_t>(n) * kv_dim, seed++));
+                auto [oc, og] = p.output(static_cast<size_t>(n) * q_dim);
+                p.cpu->store_kv(0, pos, n, kc, vc);
+                p.gpu->store_kv(0, pos, n, kg, vg);
+                p.cpu->attention(0, qc, n, pos, oc);
+                p.gpu->attention(0, qg, n, pos, og);
+                // The CUDA KV cache holds f16.
+                CHECK(rel_l2(p.read_gpu(og), p.read_cpu(oc)) < 2e-3);
+                pos += n;
+            }
+        }
+    }
+}
+
+namespace {
+
+std::string synth_model(const std::string& preset, const std::string& mix) {
+    const std::string path = test::tmp_path("cuda-" + preset + "-" + mix + ".gguf");
+    minfer::synth::write_model(path, preset, mix, 11);
+    return path;
+}
+
+minfer_model* open_on(const std::string& path, const char* device_name) {
+    const char* k[] = {"device", "ctx_len"};
+    const char* v[] = {device_name, "512"};
+    minfer_model* m = nullptr;
+    REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 2, &m) == MINFER_OK, minfer_last_error());
+    REQUIRE(std::string(minfer_model_device(m)) == device_name);
+    return m;
+}
+
+std::vector<float> logits_of(minfer_context* ctx, size_t n_vocab) {
+    std::vector<float> l(n_vocab, std::nanf(""));
+    REQUIRE(minfer_context_logits(ctx, l.data(), l.size()) == MINFER_OK);
+    return l;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+    TEST_CASE("whole models: CUDA logits against the CPU backend, Qwen2 and Qwen3, every mix") {
+        const char* mixes[] = {"f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q4_K_M"};
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
+            for (const std::string mix : mixes) {
+                CAPTURE(preset);
+                CAPTURE(mix);
+                const std::string path = synth_model(preset, mix);
+                minfer_model* mc = open_on(path, "cpu");
+                minfer_model* mg = open_on(path, "cuda");
+                const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(mc));
+                minfer_context *cc = nullptr, *cg = nullptr;
+                REQUIRE(minfer_context_create(mc, &cc) == MINFER_OK);
+                REQUIRE_MESSAGE(minfer_context_create(mg, &cg) == MINFER_OK, minfer_last_error());
+                std::mt19937 rng(5);
+                std::vector<int32_t> toks(200);
+                for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+                const bool plain = mix == "f32" || mix == "f16" || mix == "bf16";
+                const double bound = plain ? 1e-2 : 6e-2;
+                // Single tokens (the mat-vec path) at positions 0 and 1, a 108-token prefill (GEMM path,
+                // positions 2..109), then a single token at 110 and one decode step.
+                size_t at = 0;
+                for (size_t n : {size_t{1}, size_t{1}, size_t{108}, size_t{1}}) {
+                    CAPTURE(at);
+                    CAPTURE(n);
+                    REQUIRE(minfer_prefill(cc, toks.data() + at, n) == MINFER_OK);
+                    REQUIRE_MESSAGE(minfer_prefill(cg, toks.data() + at, n) == MINFER_OK, minfer_last_error());
+                    at += n;
+                    const double e = rel_l2(logits_of(cg, n_vocab), logits_of(cc, n_vocab));
+                    MESSAGE(preset, " ", mix, " position ", at - 1, ": rel L2 ", e);
+                    CHECK(e < bound);
+                }
+                int32_t tc = -1, tg = -1;
+                REQUIRE(minfer_decode(cc, &tc) == MINFER_OK);
+                REQUIRE_MESSAGE(minfer_decode(cg, &tg) == MINFER_OK, minfer_last_error());
+                CHECK(minfer_context_n_past(cg) == 112);
+                // Both fed the token each chose; compare after feeding the CPU's choice to both.
+                if (tc == tg) {
+                    CHECK(rel_l2(logits_of(cg, n_vocab), logits_of(cc, n_vocab)) < bound);
+                }
+                minfer_context_free(cc);
+                minfer_context_free(cg);
+                minfer_close(mc);
+                minfer_close(mg);
+            }
+    }
+
+    TEST_CASE("VRAM accounting follows contexts; two contexts on two threads match one thread") {
+        const std::string path = synth_model("qwen3-tiny", "q4_K");
+        minfer_model* m = open_on(path, "cuda");
+        minfer_vram v0{};
+        REQUIRE(minfer_model_vram(m, &v0) == MINFER_OK);
+        CHECK(v0.weights > 0);
+        CHECK(v0.kv_cache == 0);
+        CHECK(v0.scratch == 0);
+        minfer_context *a = nullptr, *b = nullptr;
+        REQUIRE(minfer_context_create(m, &a) == MINFER_OK);
+        minfer_vram v1{};
+        REQUIRE(minfer_model_vram(m, &v1) == MINFER_OK);
+        // 2 layers x 512 positions x 2 kv heads x 128 x (k, v) x 2 bytes.
+        CHECK(v1.kv_cache == uint64_t{2} * 512 * 2 * 128 * 2 * 2);
+        CHECK(v1.scratch > 0);
+        REQUIRE(minfer_context_create(m, &b) == MINFER_OK);
+
+        const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(m));
+        std::vector<int32_t> ta(90), tb(70);
+        for (size_t i = 0; i < ta.size(); ++i) ta[i] = static_cast<int32_t>((i * 7 + 1) % n_vocab);
+        for (size_t i = 0; i < tb.size(); ++i) tb[i] = static_cast<int32_t>((i * 13 + 5) % n_vocab);
+        auto run = [&](minfer_context* ctx, const std::vector<int32_t>& t, std::vector<float>* out, minfer_status* st) {
+            *st = minfer_prefill(ctx, t.data(), t.size());
+            for (int i = 0; i < 5 && *st == MINFER_OK; ++i) {
+                int32_t tok;
+                *st = minfer_decode(ctx, &tok);
+            }
+            if (*st == MINFER_OK) {
+                out->assign(n_vocab, 0.0f);
+                *st = minfer_context_logits(ctx, out->data(), out->size());
+            }
+        };
+        std::vector<float> la1, lb1, la2, lb2;
+        minfer_status sa, sb;
+        run(a, ta, &la1, &sa);
+        REQUIRE(sa == MINFER_OK);
+        run(b, tb, &lb1, &sb);
+        REQUIRE(sb == MINFER_OK);
+        REQUIRE(minfer_context_reset(a) == MINFER_OK);
+        REQUIRE(minfer_context_reset(b) == MINFER_OK);
+        std::thread th1([&] { run(a, ta, &la2, &sa); }), th2([&] { run(b, tb, &lb2, &sb); });
+        th1.join();
+        th2.join();
+        REQUIRE(sa == MINFER_OK);
+        REQUIRE(sb == MINFER_OK);
+        CHECK(la1 == la2);  // the same kernels on the same inputs: deterministic
+        CHECK(lb1 == lb2);
+
+        minfer_context_free(a);
+        minfer_context_free(b);
+        minfer_vram v2{};
+        REQUIRE(minfer_model_vram(m, &v2) == MINFER_OK);
+        CHECK(v2.kv_cache == 0);
+        CHECK(v2.scratch == 0);
+        CHECK(v2.weights == v0.weights);
+        minfer_close(m);
+    }
+
+    TEST_CASE("out of GPU memory for a KV cache is a status; nothing leaks and the process goes on") {
+        // 64 layers x 1024 KV dimensions x (k, v) x 2 bytes = 256 KiB per position; 4M positions = 1 TiB.
+        test::TinyModel tm;
+        tm.arch = "qwen3";  // key_length independent of the embedding width
+        tm.n_layer = 64;
+        tm.n_embd = 64;
+        tm.n_head = 8;
+        tm.n_head_kv = 8;
+        tm.head_dim = 128;
+        tm.write_key_length = true;
+        const std::string path = test::tmp_path("cuda-big-kv.gguf");
+        test::write_bytes(path, tm.build());
+        minfer_model* m = open_on(path, "cuda");
+        const uint64_t free_before = device::testing::cuda_free_bytes();
+        REQUIRE(minfer_set_option(m, "ctx_len", "4194304") == MINFER_OK);
+        minfer_context* ctx = nullptr;
+        CHECK(minfer_context_create(m, &ctx) == MINFER_ERR_OUT_OF_MEMORY);
+        CHECK(ctx == nullptr);
+        const std::string msg = minfer_last_error();
+        CHECK_MESSAGE(msg.find("KV cache") != std::string::npos, msg);
+        minfer_vram v{};
+        REQUIRE(minfer_model_vram(m, &v) == MINFER_OK);
+        CHECK(v.kv_cache == 0);
+        CHECK(v.scratch == 0);
+        CHECK(device::testing::cuda_free_bytes() + (64u << 20) >= free_before);
+
+        // The same model with a shorter context runs.
+        REQUIRE(minfer_set_option(m, "ctx_len", "256") == MINFER_OK);
+        REQUIRE_MESSAGE(minfer_context_create(m, &ctx) == MINFER_OK, minfer_last_error());
+        const int32_t toks[] = {1, 2, 3};
+        CHECK(minfer_prefill(ctx, toks, 3) == MINFER_OK);
+        minfer_context_free(ctx);
+        minfer_close(m);
+
+        // And another model opens and runs.
+        minfer_model* m2 = open_on(synth_model("qwen2-tiny", "q8_0"), "cuda");
+        REQUIRE(minfer_context_create(m2, &ctx) == MINFER_OK);
+        CHECK(minfer_prefill(ctx, toks, 3) == MINFER_OK);
+        int32_t t;
+        CHECK(minfer_decode(ctx, &t) == MINFER_OK);
+        minfer_context_free(ctx);
+        minfer_close(m2);
+    }
+
+    TEST_CASE("device=auto picks the GPU; device=cpu never uses it") {
+        const std::string path = synth_model("qwen2-tiny", "q4_0");
+        const char* k[] = {"device"};
+        const char* v[] = {"auto"};
+        minfer_model* m = nullptr;
+        REQUIRE(minfer_open_with_options(path.c_str(), k, v, 1, &m) == MINFER_OK);
+        CHECK(std::string(minfer_model_device(m)) == "cuda");
+        minfer_close(m);
+        m = open_on(path, "cpu");
+        minfer_vram vr{};
+        REQUIRE(minfer_model_vram(m, &vr) == MINFER_OK);
+        CHECK(vr.weights == 0);
+        minfer_close(m);
+    }
+}
+
+TEST_SUITE("cuda_poison") {
+    TEST_CASE("a sticky CUDA error poisons the model: later calls return the device error with the first message") {
+        const std::string path = synth_model("qwen2-tiny", "q8_0");
+        minfer_model* m = open_on(path, "cuda");
+        minfer_context* ctx = nullptr;
+        REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+        const int32_t toks[] = {1, 2, 3};
+        REQUIRE(minfer_prefill(ctx, toks, 3) == MINFER_OK);
+        device::cuda_inject_fault();
+        CHECK(minfer_prefill(ctx, toks, 3) == MINFER_ERR_DEVICE);
+        const std::string first = minfer_last_error();
+        MESSAGE("first: ", first);
+        CHECK(first.find("cuda") != std::string::npos);
+        int32_t t;
+        CHECK(minfer_decode(ctx, &t) == MINFER_ERR_DEVICE);
+        const std::string second = minfer_last_error();
+        CHECK_MESSAGE(second.find(first) != std::string::npos, second);
+        CHECK(second.find("can no longer be used") != std::string::npos);
+        minfer_context* ctx2 = nullptr;
+        CHECK(minfer_context_create(m, &ctx2) == MINFER_ERR_DEVICE);
+        minfer_context_free(ctx);
+        minfer_close(m);
+    }
+}
