@@ -1,0 +1,3 @@
+module minfer
+
+go 1.19
