@@ -25,6 +25,7 @@ import argparse
 import difflib
 import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,105 +283,105 @@ def rust_define(d, ints):
     return "pub const %s: i32 = %s;" % (d.name, d.value)
 
 
+def block(text, **fields):
+    """The lines of a template: `text` dedented, its {names} filled from `fields` (lists of lines are
+    joined with newlines)."""
+    text = textwrap.dedent(text).strip("\n")
+    for name, value in fields.items():
+        text = text.replace("{%s}" % name, "\n".join(value) if isinstance(value, list) else value)
+    return text.split("\n")
+
+
 def gen_rust(defines, items, header_name):
-    out = []
-    ints = []
+    out, ints, fns = [], [], []
     for d in defines:
         out.append(rust_define(d, ints))
         if not d.value.startswith('"'):
             ints.append(d.name)
-    fns = []
     for it in items:
+        if isinstance(it, Function):
+            fns.append(it)
+            continue
         out.append("")
         if isinstance(it, Enum):
             signed = any(v < 0 for _, v in it.values)
             out.append("pub type %s = %s;" % (it.name, "c_int" if signed else "c_uint"))
-            for name, v in it.values:
-                out.append("pub const %s: %s = %d;" % (name, it.name, v))
+            out += ["pub const %s: %s = %d;" % (name, it.name, v) for name, v in it.values]
         elif isinstance(it, Struct) and it.fields is None:
-            out.append("#[repr(C)]")
-            out.append("pub struct %s {" % it.name)
-            out.append("    _opaque: [u8; 0],")
-            out.append("}")
+            out += ["#[repr(C)]", "pub struct %s {" % it.name, "    _opaque: [u8; 0],", "}"]
         elif isinstance(it, Struct):
-            out.append("#[repr(C)]")
-            out.append("#[derive(Debug, Clone, Copy, PartialEq)]")
-            out.append("pub struct %s {" % it.name)
-            for f in it.fields:
-                out.append("    pub %s: %s," % (rust_name(f.name), rust_type(f.type)))
+            out += ["#[repr(C)]", "#[derive(Debug, Clone, Copy, PartialEq)]", "pub struct %s {" % it.name]
+            out += ["    pub %s: %s," % (rust_name(f.name), rust_type(f.type)) for f in it.fields]
             out.append("}")
         elif isinstance(it, Callback):
             out.append("pub type %s = Option<%s>;" % (it.name, rust_fn_type(it.ret, it.params)))
-        else:
-            fns.append(it)
-            out.pop()
     out.append("")
-    out.append("/// The functions of the header, one pointer each.")
-    out.append("#[derive(Clone, Copy)]")
-    out.append("pub struct Api {")
-    for f in fns:
-        out.append("    pub %s: %s," % (f.name, rust_fn_type(f.ret, f.params, names=False)))
-    out.append("}")
-    out.append("")
-    out.append("impl Api {")
-    out.append("    /// Fills the table with `resolve`, which returns the address of the symbol named by its")
-    out.append("    /// NUL-terminated argument, or null. Fails with the name of the first symbol not found.")
-    out.append("    ///")
-    out.append("    /// # Safety")
-    out.append("    /// Every address `resolve` returns must be the function of that name of minfer.h.")
-    out.append("    pub unsafe fn resolve(mut resolve: impl FnMut(&[u8]) -> *mut c_void) -> Result<Api, &'static str> {")
-    out.append("        // The target type of each transmute is the field's.")
-    out.append("        macro_rules! sym {")
-    out.append("            ($name:literal) => {{")
-    out.append('                let p = resolve(concat!($name, "\\0").as_bytes());')
-    out.append("                if p.is_null() {")
-    out.append("                    return Err($name);")
-    out.append("                }")
-    out.append("                std::mem::transmute::<*mut c_void, _>(p)")
-    out.append("            }};")
-    out.append("        }")
-    out.append("        Ok(Api {")
-    for f in fns:
-        out.append('            %s: sym!("%s"),' % (f.name, f.name))
-    out.append("        })")
-    out.append("    }")
-    out.append("")
-    out.append("    /// The table of the library linked at build time (the `link` feature).")
-    out.append('    #[cfg(feature = "link")]')
-    out.append("    pub fn linked() -> Api {")
-    out.append("        Api {")
-    for f in fns:
-        out.append("            %s: linked::%s," % (f.name, f.name))
-    out.append("        }")
-    out.append("    }")
-    out.append("}")
-    out.append("")
-    out.append('#[cfg(feature = "link")]')
-    out.append("pub mod linked {")
-    out.append("    use super::*;")
-    out.append("")
-    out.append('    #[link(name = "minfer")]')
-    out.append('    extern "C" {')
-    for f in fns:
-        args = ", ".join("%s: %s" % (rust_name(p.name), rust_type(p.type)) for p in f.params)
-        r = "" if f.ret.is_void() else " -> " + rust_type(f.ret, True)
-        out.append("        pub fn %s(%s)%s;" % (f.name, args, r))
-    out.append("    }")
-    out.append("}")
+    out += block(r"""
+        /// The functions of the header, one pointer each.
+        #[derive(Clone, Copy)]
+        pub struct Api {
+        {fields}
+        }
+
+        impl Api {
+            /// Fills the table with `resolve`, which returns the address of the symbol named by its
+            /// NUL-terminated argument, or null. Fails with the name of the first symbol not found.
+            ///
+            /// # Safety
+            /// Every address `resolve` returns must be the function of that name of minfer.h.
+            pub unsafe fn resolve(mut resolve: impl FnMut(&[u8]) -> *mut c_void) -> Result<Api, &'static str> {
+                // The target type of each transmute is the field's.
+                macro_rules! sym {
+                    ($name:literal) => {{
+                        let p = resolve(concat!($name, "\0").as_bytes());
+                        if p.is_null() {
+                            return Err($name);
+                        }
+                        std::mem::transmute::<*mut c_void, _>(p)
+                    }};
+                }
+                Ok(Api {
+        {resolved}
+                })
+            }
+
+            /// The table of the library linked at build time (the `link` feature).
+            #[cfg(feature = "link")]
+            pub fn linked() -> Api {
+                Api {
+        {linked}
+                }
+            }
+        }
+
+        #[cfg(feature = "link")]
+        pub mod linked {
+            use super::*;
+
+            #[link(name = "minfer")]
+            extern "C" {
+        {externs}
+            }
+        }
+        """,
+        fields=["    pub %s: %s," % (f.name, rust_fn_type(f.ret, f.params, names=False)) for f in fns],
+        resolved=['            %s: sym!("%s"),' % (f.name, f.name) for f in fns],
+        linked=["            %s: linked::%s," % (f.name, f.name) for f in fns],
+        externs=["        pub fn %s(%s)%s;" % (f.name, ", ".join("%s: %s" % (rust_name(p.name), rust_type(p.type)) for p in f.params),
+                                              "" if f.ret.is_void() else " -> " + rust_type(f.ret, True)) for f in fns])
     body = "\n".join(out) + "\n"
     raw = [t for t in ("c_char", "c_int", "c_uint", "c_void") if re.search(r"\b%s\b" % t, body)]
-    head = [
-        "// Generated by scripts/gen_bindings.py from %s: do not edit. Change the header and run" % header_name,
-        "// `python3 scripts/gen_bindings.py`; a test fails when this file and the header disagree.",
-        "//",
-        "// The raw layer: every declaration of the header, and `Api`, a table with one function pointer per",
-        "// function, filled from a symbol resolver (dlsym) or, with the `link` feature, from the linked library.",
-        "#![allow(non_camel_case_types, non_upper_case_globals, dead_code, unused_parens, clippy::all)]",
-        "",
-        "use std::os::raw::{%s};" % ", ".join(raw),
-        "",
-    ]
-    return "\n".join(head) + body
+    head = block("""
+        // Generated by scripts/gen_bindings.py from {header}: do not edit. Change the header and run
+        // `python3 scripts/gen_bindings.py`; a test fails when this file and the header disagree.
+        //
+        // The raw layer: every declaration of the header, and `Api`, a table with one function pointer per
+        // function, filled from a symbol resolver (dlsym) or, with the `link` feature, from the linked library.
+        #![allow(non_camel_case_types, non_upper_case_globals, dead_code, unused_parens, clippy::all)]
+
+        use std::os::raw::{{raw}};
+        """, header=header_name, raw=", ".join(raw))
+    return "\n".join(head) + "\n\n" + body
 
 
 # ---- Go (C for cgo) -------------------------------------------------------------------------------
@@ -394,145 +395,145 @@ def c_fn_ptr(ret, name, params):
     return "%s (*%s)(%s)" % (ret.c(), name, c_params(params))
 
 
+def go_wrapper(f):
+    """The cgo wrapper of f: go_NAME calls NAME; one returning a status also takes `err`."""
+    call = "MINFER_GO_FN(%s)(%s)" % (f.name, ", ".join(p.name for p in f.params))
+    if f.ret.base == "minfer_status" and not f.ret.ptrs:
+        params = f.params + [Param("err", CType("char", False, [False, False]))]
+        body = ["    minfer_status st = %s;" % call, "    if (st != MINFER_OK) *err = minfer_go_last_error();",
+                "    return st;"]
+    else:
+        params = f.params
+        body = ["    %s%s;" % ("" if f.ret.is_void() else "return ", call)]
+    return ["static inline %s go_%s(%s) {" % (f.ret.c(), f.name, c_params(params))] + body + ["}"]
+
+
 def gen_go_header(defines, items, header_name):
-    out = [
-        "/* Generated by scripts/gen_bindings.py from %s: do not edit. Change the header and run" % header_name,
-        " * `python3 scripts/gen_bindings.py`; a test fails when this file and the header disagree.",
-        " *",
-        " * The raw layer of the Go bindings: the declarations of the header, the function table that",
-        " * minfer_shim.c fills with dlopen/dlsym, and one wrapper per function for cgo. With MINFER_GO_LINKED",
-        " * (the minfer_pkgconfig build tag) the wrappers call the linked library instead of the table. */",
-        "#ifndef MINFER_GO_SHIM_H",
-        "#define MINFER_GO_SHIM_H",
-        "",
-        "#include <stddef.h>",
-        "#include <stdint.h>",
-        "#include <stdlib.h>",
-        "#include <string.h>",
-        "",
-    ]
-    for d in defines:
-        out.append("#define %s %s" % (d.name, d.value))
-    fns = []
+    decls, fns = [], []
     for it in items:
-        if isinstance(it, Enum):
-            out.append("")
-            out.append("typedef enum %s {" % it.name)
-            out.append(",\n".join("    %s = %d" % nv for nv in it.values))
-            out.append("} %s;" % it.name)
-        elif isinstance(it, Struct) and it.fields is None:
-            out.append("")
-            out.append("typedef struct %s %s;" % (it.name, it.name))
-        elif isinstance(it, Struct):
-            out.append("")
-            out.append("typedef struct %s {" % it.name)
-            for f in it.fields:
-                out.append("    %s;" % f.c())
-            out.append("} %s;" % it.name)
-        elif isinstance(it, Callback):
-            out.append("")
-            out.append("typedef %s;" % c_fn_ptr(it.ret, it.name, it.params))
-        else:
+        if isinstance(it, Function):
             fns.append(it)
-    out.append("")
-    out.append("/* The functions of the header, for the linked build. */")
-    for f in fns:
-        out.append("%s %s(%s);" % (f.ret.c(), f.name, c_params(f.params)))
-    out.append("")
-    out.append("/* One pointer per function, filled by minfer_go_load. */")
-    out.append("typedef struct minfer_go_api {")
-    for f in fns:
-        out.append("    %s;" % c_fn_ptr(f.ret, f.name, f.params))
-    out.append("} minfer_go_api;")
-    out.append("extern minfer_go_api minfer_go_table;")
-    out.append("/* Opens the library at `path` with dlopen and fills the table. Returns 0; 1 when dlopen fails, 2 when")
-    out.append(" * a function is missing, with *err set to a message the caller frees with free(). */")
-    out.append("int minfer_go_load(const char* path, char** err);")
-    out.append("")
-    out.append("#ifdef MINFER_GO_LINKED")
-    out.append("#define MINFER_GO_FN(name) name")
-    out.append("#else")
-    out.append("#define MINFER_GO_FN(name) (*minfer_go_table.name)")
-    out.append("#endif")
-    out.append("")
-    out.append("/* A malloc'ed copy of the calling thread's last error (NULL when out of memory). */")
-    out.append("static inline char* minfer_go_last_error(void) {")
-    out.append("    const char* msg = MINFER_GO_FN(minfer_last_error)();")
-    out.append("    size_t n = strlen(msg);")
-    out.append("    char* copy = (char*)malloc(n + 1);")
-    out.append("    if (copy) memcpy(copy, msg, n + 1);")
-    out.append("    return copy;")
-    out.append("}")
-    out.append("")
-    out.append("/* The wrappers: go_NAME calls NAME; those returning a status take `err`, which receives")
-    out.append(" * minfer_go_last_error() on failure. */")
-    for f in fns:
-        args = ", ".join(p.name for p in f.params)
-        returns_status = f.ret.base == "minfer_status" and not f.ret.ptrs
-        params = list(f.params) + ([Param("err", CType("char", False, [False, False]))] if returns_status else [])
-        out.append("static inline %s go_%s(%s) {" % (f.ret.c(), f.name, c_params(params)))
-        call = "MINFER_GO_FN(%s)(%s)" % (f.name, args)
-        if returns_status:
-            out.append("    minfer_status st = %s;" % call)
-            out.append("    if (st != MINFER_OK) *err = minfer_go_last_error();")
-            out.append("    return st;")
-        elif f.ret.is_void():
-            out.append("    %s;" % call)
-        else:
-            out.append("    return %s;" % call)
-        out.append("}")
-    out.append("")
-    out.append("#endif /* MINFER_GO_SHIM_H */")
+            continue
+        decls.append("")
+        if isinstance(it, Enum):
+            decls.append("typedef enum %s {" % it.name)
+            decls.append(",\n".join("    %s = %d" % nv for nv in it.values))
+            decls.append("} %s;" % it.name)
+        elif isinstance(it, Struct) and it.fields is None:
+            decls.append("typedef struct %s %s;" % (it.name, it.name))
+        elif isinstance(it, Struct):
+            decls.append("typedef struct %s {" % it.name)
+            decls += ["    %s;" % f.c() for f in it.fields]
+            decls.append("} %s;" % it.name)
+        elif isinstance(it, Callback):
+            decls.append("typedef %s;" % c_fn_ptr(it.ret, it.name, it.params))
+    out = block("""
+        /* Generated by scripts/gen_bindings.py from {header}: do not edit. Change the header and run
+         * `python3 scripts/gen_bindings.py`; a test fails when this file and the header disagree.
+         *
+         * The raw layer of the Go bindings: the declarations of the header, the function table that
+         * minfer_shim.c fills with dlopen/dlsym, and one wrapper per function for cgo. With MINFER_GO_LINKED
+         * (the minfer_pkgconfig build tag) the wrappers call the linked library instead of the table. */
+        #ifndef MINFER_GO_SHIM_H
+        #define MINFER_GO_SHIM_H
+
+        #include <stddef.h>
+        #include <stdint.h>
+        #include <stdlib.h>
+        #include <string.h>
+
+        {defines}
+        {decls}
+
+        /* The functions of the header, for the linked build. */
+        {prototypes}
+
+        /* One pointer per function, filled by minfer_go_load. */
+        typedef struct minfer_go_api {
+        {table}
+        } minfer_go_api;
+        extern minfer_go_api minfer_go_table;
+        /* Opens the library at `path` with dlopen and fills the table. Returns 0; 1 when dlopen fails, 2 when
+         * a function is missing, with *err set to a message the caller frees with free(). */
+        int minfer_go_load(const char* path, char** err);
+
+        #ifdef MINFER_GO_LINKED
+        #define MINFER_GO_FN(name) name
+        #else
+        #define MINFER_GO_FN(name) (*minfer_go_table.name)
+        #endif
+
+        /* A malloc'ed copy of the calling thread's last error (NULL when out of memory). */
+        static inline char* minfer_go_last_error(void) {
+            const char* msg = MINFER_GO_FN(minfer_last_error)();
+            size_t n = strlen(msg);
+            char* copy = (char*)malloc(n + 1);
+            if (copy) memcpy(copy, msg, n + 1);
+            return copy;
+        }
+
+        /* The wrappers: go_NAME calls NAME; those returning a status take `err`, which receives
+         * minfer_go_last_error() on failure. */
+        {wrappers}
+
+        #endif /* MINFER_GO_SHIM_H */
+        """,
+        header=header_name,
+        defines=["#define %s %s" % (d.name, d.value) for d in defines],
+        decls=decls,
+        prototypes=["%s %s(%s);" % (f.ret.c(), f.name, c_params(f.params)) for f in fns],
+        table=["    %s;" % c_fn_ptr(f.ret, f.name, f.params) for f in fns],
+        wrappers=[line for f in fns for line in go_wrapper(f)])
     return "\n".join(out) + "\n"
 
 
 def gen_go_loader(items, header_name):
     fns = [it for it in items if isinstance(it, Function)]
-    out = [
-        "//go:build !minfer_pkgconfig",
-        "",
-        "/* Generated by scripts/gen_bindings.py from %s: do not edit. */" % header_name,
-        "/* Fills minfer_go_table with dlopen/dlsym (the default build; the minfer_pkgconfig tag links instead). */",
-        "#include <dlfcn.h>",
-        "",
-        '#include "minfer_shim.h"',
-        "",
-        "minfer_go_api minfer_go_table;",
-        "",
-        "/* malloc'ed a + b. */",
-        "static char* join(const char* a, const char* b) {",
-        "    size_t na = strlen(a), nb = strlen(b);",
-        "    char* s = (char*)malloc(na + nb + 1);",
-        "    if (!s) return NULL;",
-        "    memcpy(s, a, na);",
-        "    memcpy(s + na, b, nb + 1);",
-        "    return s;",
-        "}",
-        "",
-        "static int missing(void* lib, const char* name, char** err) {",
-        '    *err = join("the library lacks ", name);',
-        "    dlclose(lib);",
-        "    return 2;",
-        "}",
-        "",
-        "int minfer_go_load(const char* path, char** err) {",
-        "    minfer_go_api t;",
-        "    void* sym;",
-        "    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);",
-        "    if (!lib) {",
-        "        const char* why = dlerror();",
-        '        *err = join(why ? why : "dlopen failed: ", why ? "" : path);',
-        "        return 1;",
-        "    }",
-    ]
-    for f in fns:
-        out.append('    if (!(sym = dlsym(lib, "%s"))) return missing(lib, "%s", err);' % (f.name, f.name))
-        out.append("    memcpy(&t.%s, &sym, sizeof sym);" % f.name)
-    out += [
-        "    minfer_go_table = t;",
-        "    return 0;",
-        "}",
-    ]
+    out = block("""
+        //go:build !minfer_pkgconfig
+
+        /* Generated by scripts/gen_bindings.py from {header}: do not edit. */
+        /* Fills minfer_go_table with dlopen/dlsym (the default build; the minfer_pkgconfig tag links instead). */
+        #include <dlfcn.h>
+
+        #include "minfer_shim.h"
+
+        minfer_go_api minfer_go_table;
+
+        /* malloc'ed a + b. */
+        static char* join(const char* a, const char* b) {
+            size_t na = strlen(a), nb = strlen(b);
+            char* s = (char*)malloc(na + nb + 1);
+            if (!s) return NULL;
+            memcpy(s, a, na);
+            memcpy(s + na, b, nb + 1);
+            return s;
+        }
+
+        static int missing(void* lib, const char* name, char** err) {
+            *err = join("the library lacks ", name);
+            dlclose(lib);
+            return 2;
+        }
+
+        int minfer_go_load(const char* path, char** err) {
+            minfer_go_api t;
+            void* sym;
+            void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (!lib) {
+                const char* why = dlerror();
+                *err = join(why ? why : "dlopen failed: ", why ? "" : path);
+                return 1;
+            }
+        {resolve}
+            minfer_go_table = t;
+            return 0;
+        }
+        """,
+        header=header_name,
+        resolve=[line for f in fns for line in (
+            '    if (!(sym = dlsym(lib, "%s"))) return missing(lib, "%s", err);' % (f.name, f.name),
+            "    memcpy(&t.%s, &sym, sizeof sym);" % f.name)])
     return "\n".join(out) + "\n"
 
 

@@ -6,6 +6,7 @@
 #![allow(non_camel_case_types, non_upper_case_globals, dead_code, unused_parens, clippy::all)]
 
 use std::os::raw::{c_char, c_int, c_uint, c_void};
+
 pub const MINFER_VERSION_MAJOR: i32 = 0;
 pub const MINFER_VERSION_MINOR: i32 = 1;
 pub const MINFER_VERSION_PATCH: i32 = 0;
