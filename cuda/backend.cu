@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -13,8 +14,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "cuda/common.cuh"
+#include "cuda/cublas.cuh"
 #include "cuda/kernels.cuh"
 #include "device/cuda_backend.h"
+#include "options/options.h"
 #include "quant/types.h"
 
 namespace minfer::cuda {
@@ -26,8 +29,6 @@ void check(cudaError_t err, const char* what) {
         fail(MINFER_ERR_OUT_OF_MEMORY, "%s: out of GPU memory (%s)", what, cudaGetErrorString(err));
     fail(MINFER_ERR_DEVICE, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
-
-namespace {
 
 // Device memory charged to one VRAM account while it lives.
 class DeviceMemory {
@@ -105,7 +106,6 @@ private:
     cudaStream_t s_ = nullptr;
 };
 
-}  // namespace
 }  // namespace minfer::cuda
 
 namespace minfer::device {
@@ -152,6 +152,17 @@ public:
     WeightRegistry registry;
     std::unordered_map<const gguf::TensorInfo*, WeightKey> by_tensor;
     std::atomic<uint64_t> kv_bytes{0}, scratch_bytes{0}, w16_bytes{0};
+    PrefillPath path = PrefillPath::two_pass;
+    bool use_cublas = false;
+    double warm_ms = 0.0;
+    // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
+    // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only.
+    std::unordered_map<WeightKey, cuda::DeviceMemory> w16;
+
+    const __half* w16_of(WeightKey key) const {
+        auto it = w16.find(key);
+        return it == w16.end() ? nullptr : it->second.as<__half>();
+    }
 
     WeightKey device_of(const engine::Weight& w) const {
         auto it = by_tensor.find(w.info);
@@ -193,7 +204,35 @@ std::string cuda_unsupported_reason(const model::Config& c, const model::Plan& p
     return "";
 }
 
-std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level) {
+namespace {
+
+// The warm pass: one f16 copy per distinct non-f16 matmul weight, dequantized on the device.
+void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, int log_level) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cuda::Stream stream;
+    uint64_t total = 0, done = 0;
+    for (const engine::Weight& w : weights) total += static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
+    report_progress("warm", 0, total);
+    for (const engine::Weight& w : weights) {
+        const WeightKey key = m.device_of(w);
+        if (m.w16.count(key)) continue;
+        const uint64_t bytes = static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
+        DeviceMemory mem(bytes, &m.w16_bytes, "f16 weight cache");
+        cuda::dequant_f16(w.type, key, w.rows, w.cols, mem.as<__half>(), stream.get());
+        m.w16.emplace(key, std::move(mem));
+        done += bytes;
+        report_progress("warm", done, total);
+    }
+    stream.sync("warm pass");
+    m.warm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: warm pass: %zu weights, %.1f MiB of f16 in %.1f ms", m.w16.size(),
+             static_cast<double>(m.w16_bytes.load()) / 1048576.0, m.warm_ms);
+}
+
+}  // namespace
+
+std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<const gguf::TensorInfo*>& matmul_weights,
+                                     const CudaSettings& settings, int log_level) {
     check(cudaSetDevice(0), "cudaSetDevice");
     auto m = std::make_shared<CudaModel>();
     const auto& tensors = file.tensors();
@@ -204,6 +243,15 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level) {
     if (total > free_b)
         fail(MINFER_ERR_OUT_OF_MEMORY, "the weights need %.1f MiB of GPU memory, %.1f MiB are free (of %.1f MiB)",
              static_cast<double>(total) / 1048576.0, static_cast<double>(free_b) / 1048576.0, static_cast<double>(total_b) / 1048576.0);
+
+    // The GEMM: cuBLAS when asked for (it must load) or, with auto, when it loads.
+    std::string why;
+    const bool have_cublas = cuda::cublas_available(&why);
+    if (settings.gemm == options::kGemmCublas && !have_cublas) fail(MINFER_ERR_UNSUPPORTED, "gemm=cublas: %s", why.c_str());
+    m->use_cublas = settings.gemm == options::kGemmCublas || (settings.gemm == options::kGemmAuto && have_cublas);
+    if (settings.gemm == options::kGemmAuto && !have_cublas)
+        log_line(log_level, MINFER_LOG_INFO, "CUDA: gemm=auto: using the own tensor-core GEMM (%s)", why.c_str());
+
     uint64_t done = 0;
     report_progress("upload", 0, total);
     for (const gguf::TensorInfo& t : tensors) {
@@ -214,8 +262,40 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level) {
     }
     log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %.1f MiB", tensors.size(),
              static_cast<double>(m->registry.device_bytes()) / 1048576.0);
+
+    // The prefill path, decided once here.
+    std::vector<engine::Weight> convert;
+    uint64_t convert_bytes = 0, f16_bytes = 0;
+    for (const gguf::TensorInfo* t : matmul_weights) {
+        if (!t || static_cast<quant::Type>(t->type) == quant::Type::F16) continue;
+        bool seen = false;
+        for (const engine::Weight& w : convert) seen = seen || w.info == t;
+        if (seen) continue;
+        convert.push_back(engine::Weight::of(t));
+        convert_bytes += t->n_bytes;
+        f16_bytes += t->n_elems * sizeof(__half);
+    }
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const PathChoice choice = choose_prefill_path(settings, convert_bytes, f16_bytes, free_b);
+    m->path = choice.path;
+    if (m->path == PrefillPath::w16_cache) {
+        try {
+            warm_w16_cache(*m, convert, log_level);
+        } catch (const Error& e) {
+            if (e.status() != MINFER_ERR_OUT_OF_MEMORY) throw;
+            m->w16.clear();
+            m->path = PrefillPath::two_pass;
+            log_line(log_level, MINFER_LOG_WARN, "CUDA: the f16 weight cache did not fit (%s); using the two-pass path", e.what());
+        }
+    }
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
+             m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
     return m;
 }
+
+PrefillPath cuda_prefill_path(const CudaModel& m) { return m.path; }
+const char* cuda_gemm_name(const CudaModel& m) { return m.path == PrefillPath::fused || !m.use_cublas ? "own" : "cublas"; }
+double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
@@ -255,7 +335,9 @@ public:
         for (int64_t e : {q_dim * c.n_embd, kv_dim_ * c.n_embd, q_dim * c.n_embd, int64_t{c.n_ff} * c.n_embd})
             max_w = std::max(max_w, e);
         a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m_->scratch_bytes, "f16 activations");
-        if (max_tokens > 1) w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
+        if (max_tokens > 1 && m_->path == PrefillPath::two_pass)
+            w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
+        if (m_->use_cublas && m_->path != PrefillPath::fused) cublas_ = std::make_unique<cuda::Cublas>(stream_.get());
         std::vector<double> inv(static_cast<size_t>(c.head_dim / 2));
         for (int i = 0; i < c.head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(c.rope_freq_base, -2.0 * i / c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
@@ -298,14 +380,23 @@ public:
         if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols) * sizeof(__half) > a16_.bytes())
             fail(MINFER_ERR_INTERNAL, "CUDA matmul: %d x %lld activations exceed the scratch", n, static_cast<long long>(w.cols));
         cuda::to_f16(x.data, a16_.as<__half>(), int64_t{n} * w.cols, s());
+        const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
         const __half* b = static_cast<const __half*>(wd);
         if (w.type != quant::Type::F16) {
-            if (static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols) * sizeof(__half) > w16_.bytes())
-                fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", w.info ? w.info->name.c_str() : "?");
-            cuda::dequant_f16(w.type, wd, w.rows, w.cols, w16_.as<__half>(), s());
-            b = w16_.as<__half>();
+            if (m_->path == PrefillPath::fused) {
+                cuda::gemm_fused(w.type, a16_.as<__half>(), wd, out.data, n, rows, cols, s());
+                return;
+            }
+            b = m_->w16_of(wd);
+            if (!b) {  // two-pass: this call's own dequantization sweep
+                if (static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols) * sizeof(__half) > w16_.bytes())
+                    fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", w.info ? w.info->name.c_str() : "?");
+                cuda::dequant_f16(w.type, wd, w.rows, w.cols, w16_.as<__half>(), s());
+                b = w16_.as<__half>();
+            }
         }
-        cuda::gemm_f16(a16_.as<__half>(), b, out.data, n, static_cast<int>(w.rows), static_cast<int>(w.cols), s());
+        if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out.data, n, rows, cols);
+        else cuda::gemm_f16(a16_.as<__half>(), b, out.data, n, rows, cols, s());
     }
 
     void add_bias(Buf x, int64_t rows, const Weight& b) override {
@@ -360,6 +451,7 @@ private:
     DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
     DeviceMemory partial_;            // decode attention split partials
     std::vector<DeviceMemory> buffers_;
+    std::unique_ptr<cuda::Cublas> cublas_;  // bound to stream_; null with the own GEMM
 };
 
 }  // namespace

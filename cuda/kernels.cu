@@ -99,7 +99,42 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict__ a, const __half* __restrict__ b,
+// B tile loaders: write rows n0 .. n0+63, columns k0 .. k0+31 of B as f16 into a shared tile of row
+// stride kLds, zeros outside the matrix. Thread `tid` of 128 writes two 8-element chunks.
+struct LoadF16 {  // B is f16 [N][K] in device memory: asynchronous copies (cp.async)
+    const __half* b;
+    __device__ void operator()(__half* tile, int n0, int k0, int N, int K, int tid) const {
+        for (int i = 0; i < 2; ++i) {
+            const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8, gk = k0 + kc;
+            const bool valid = n0 + r < N && gk < K;
+            cp_async16(&tile[r * kLds + kc], valid ? b + static_cast<int64_t>(n0 + r) * K + gk : b, valid);
+        }
+    }
+};
+// The fused path: B is the quantized weight itself. Each chunk is dequantized in registers by the same
+// deq8 as the standalone dequant kernel and rounded by the same __float2half_rn, so the tile holds
+// exactly the values the two-pass path would have read from its f16 scratch.
+template <Type T>
+struct LoadQuant {
+    const uint8_t* w;
+    __device__ void operator()(__half* tile, int n0, int k0, int N, int K, int tid) const {
+        for (int i = 0; i < 2; ++i) {
+            const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8, gk = k0 + kc;
+            __align__(16) __half h[8];
+            if (n0 + r < N && gk < K) {
+                float y[8];
+                deq8<T>(w + static_cast<int64_t>(n0 + r) * row_bytes_of<T>(K), gk, y);
+                for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(y[j]);
+            } else {
+                for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(0.0f);
+            }
+            *reinterpret_cast<uint4*>(&tile[r * kLds + kc]) = *reinterpret_cast<const uint4*>(h);
+        }
+    }
+};
+
+template <class LoadB>
+__global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict__ a, LoadB load_b,
                                                        float* __restrict__ c, int M, int N, int K) {
     using namespace nvcuda;
     __shared__ __align__(128) __half as[2][kBM * kLds];
@@ -114,10 +149,10 @@ __global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict_
         for (int i = 0; i < 2; ++i) {
             const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8;
             const int gk = k0 + kc;
-            const bool va = m0 + r < M && gk < K, vb = n0 + r < N && gk < K;
+            const bool va = m0 + r < M && gk < K;
             cp_async16(&as[stage][r * kLds + kc], va ? a + static_cast<int64_t>(m0 + r) * K + gk : a, va);
-            cp_async16(&bs[stage][r * kLds + kc], vb ? b + static_cast<int64_t>(n0 + r) * K + gk : b, vb);
         }
+        load_b(bs[stage], n0, k0, N, K, tid);
     };
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -443,8 +478,18 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
 void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream) {
     if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_f16: K = %d is not a multiple of 8", k);
     const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
-    gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, b, c, m, n, k);
+    gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadF16{b}, c, m, n, k);
     check_launch("gemm_f16");
+}
+
+void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream) {
+    if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_fused: K = %d is not a multiple of 8", k);
+    const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
+    const bool known = dispatch_type(t, [&](auto tag) {
+        gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadQuant<decltype(tag)::value>{static_cast<const uint8_t*>(w)}, c, m, n, k);
+    });
+    if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA fused GEMM: tensor type %d", static_cast<int>(t));
+    check_launch("gemm_fused");
 }
 
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream) {

@@ -27,6 +27,9 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream);
 // C[m][n] = sum_k A[m][k] * B[n][k]: f16 inputs, f32 accumulation and output, tensor cores (64x64 tiles,
 // cp.async double buffering). K must be a multiple of 8; M and N are arbitrary.
 void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream);
+// The fused dequant-in-GEMM: as gemm_f16 with B = dequant(w) ([n] rows of k elements of type t), each B
+// tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
+void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream);
 
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream);
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);

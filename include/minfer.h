@@ -209,6 +209,16 @@ typedef struct minfer_vram {
 } minfer_vram;
 MINFER_API minfer_status minfer_model_vram(const minfer_model* model, minfer_vram* out);
 
+/* How prefill matmuls get f16 weights on the GPU, decided at open from the options w16_cache,
+   w16_enable_bytes, fused_b and mmq (the log says why): "two_pass" (dequantized into a scratch on every
+   call), "w16_cache" (a persistent f16 copy made at load), "fused" (dequantized inside the GEMM); "cpu"
+   on the CPU backend. */
+MINFER_API const char* minfer_model_prefill_path(const minfer_model* model);
+/* The f16 GEMM of prefill on the GPU: "own" (minfer's tensor-core kernel) or "cublas"; "" on the CPU. */
+MINFER_API const char* minfer_model_gemm(const minfer_model* model);
+/* Milliseconds the warm pass of the f16 weight cache took at open; 0 without one. */
+MINFER_API double minfer_model_warm_ms(const minfer_model* model);
+
 /* Benchmark helper: the median time in milliseconds, over `reps` runs, of one dequantization of every
    per-layer matmul weight to f16 on the device: the work the two-pass prefill path repeats on every
    call. MINFER_ERR_UNSUPPORTED on the CPU backend. Allocates a scratch of the largest such weight for

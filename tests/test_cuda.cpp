@@ -19,6 +19,7 @@
 #include "gguf/gguf.h"
 #include "helpers.h"
 #include "minfer.h"
+#include "options/options.h"
 #include "quant/f16.h"
 #include "quant/quant.h"
 #include "quant/types.h"
@@ -172,6 +173,23 @@ TEST_SUITE("cuda") {
 
 namespace {
 
+// CUDA settings for the op-level tests: the two-pass path with the own GEMM unless told otherwise.
+device::CudaSettings settings(minfer::options::Tristate w16 = minfer::options::kOff, bool fused = false,
+                              minfer::options::Gemm gemm = minfer::options::kGemmOwn) {
+    device::CudaSettings s;
+    s.w16_cache = w16;
+    s.fused_b = fused;
+    s.gemm = gemm;
+    return s;
+}
+
+// Every tensor of a file, as the matmul weights a CUDA model may cache.
+std::vector<const minfer::gguf::TensorInfo*> all_tensors(const minfer::gguf::File& f) {
+    std::vector<const minfer::gguf::TensorInfo*> v;
+    for (const auto& t : f.tensors()) v.push_back(&t);
+    return v;
+}
+
 // Both backends over one set of weights: engine::Ops of the CPU and of CUDA, fed the same inputs.
 struct Pair {
     std::shared_ptr<const minfer::gguf::File> file;
@@ -179,9 +197,11 @@ struct Pair {
     minfer::model::Config config;
     std::unique_ptr<Ops> cpu, gpu;
 
-    Pair(minfer::gguf::Writer& w, const minfer::model::Config& c, int n_ctx, int max_tokens) : config(c) {
+    Pair(minfer::gguf::Writer& w, const minfer::model::Config& c, int n_ctx, int max_tokens,
+         const device::CudaSettings& s = settings())
+        : config(c) {
         file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
-        cuda_model = device::cuda_load(*file, 0);
+        cuda_model = device::cuda_load(*file, all_tensors(*file), s, 0);
         cpu = minfer::cpu::make_ops(c, n_ctx);
         gpu = device::cuda_make_ops(cuda_model, c, n_ctx, max_tokens);
         cpu->begin(0);
@@ -561,6 +581,177 @@ TEST_SUITE("cuda") {
         REQUIRE(minfer_model_vram(m, &vr) == MINFER_OK);
         CHECK(vr.weights == 0);
         minfer_close(m);
+    }
+}
+
+namespace {
+
+// Quantized rows whose f16 scale (and min) fields are benign values in [1e-3, 1e-2] and whose other bytes
+// are random: any code pattern, never an Inf or NaN that would blur a bit comparison.
+std::vector<uint8_t> benign_blocks(Type t, int64_t rows, int64_t cols, uint64_t seed) {
+    const auto& info = quant::type_info(t);
+    std::vector<uint8_t> b(static_cast<size_t>(rows * cols / info.block_elems * info.block_bytes));
+    std::mt19937_64 rng(seed);
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    std::vector<int> halves;  // byte offsets of the f16 fields in a block
+    switch (t) {
+        case Type::Q4_0: case Type::Q5_0: case Type::Q8_0: halves = {0}; break;
+        case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: halves = {0, 2}; break;
+        case Type::Q6_K: halves = {208}; break;
+        default: FAIL("no layout for this type");
+    }
+    std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+    for (size_t blk = 0; blk < b.size() / static_cast<size_t>(info.block_bytes); ++blk)
+        for (int off : halves) {
+            const uint16_t h = quant::f32_to_f16(scale(rng));
+            std::memcpy(&b[blk * static_cast<size_t>(info.block_bytes) + static_cast<size_t>(off)], &h, 2);
+        }
+    return b;
+}
+
+struct GpuModel {  // one CUDA model over a file, with the Ops of one context
+    std::shared_ptr<device::CudaModel> model;
+    std::unique_ptr<Ops> ops;
+    GpuModel(const minfer::gguf::File& f, const device::CudaSettings& s) {
+        model = device::cuda_load(f, all_tensors(f), s, 0);
+        ops = device::cuda_make_ops(model, op_config(128), 256, 256);
+        ops->begin(0);
+    }
+    std::vector<float> matmul(const Weight& w, const std::vector<float>& x, int n) {
+        Buf in = ops->alloc(x.size()), out = ops->alloc(static_cast<size_t>(n * w.rows));
+        ops->write(x.data(), in);
+        std::vector<float> poison(out.n, std::nanf(""));
+        ops->write(poison.data(), out);
+        ops->matmul(w, in, n, out);
+        std::vector<float> y(out.n);
+        ops->read(out, y.data());
+        return y;
+    }
+};
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+    TEST_CASE("cuda_prefill_fused_b_bitparity: fused dequant-in-GEMM equals the two-pass path bit for bit") {
+        const Type types[] = {Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0, Type::Q4_K, Type::Q5_K, Type::Q6_K};
+        minfer::gguf::Writer w;
+        uint64_t seed = 900;
+        std::vector<std::string> names;
+        for (Type t : types)
+            for (int64_t cols : {256, 768}) {  // one super-block per row, and three
+                const std::string name = std::string(name_of(t)) + "_" + std::to_string(cols);
+                const auto bytes = benign_blocks(t, 67, cols, seed++);
+                const int64_t dims[2] = {cols, 67};
+                w.add_tensor(name, static_cast<int32_t>(t), std::span<const int64_t>(dims, 2), bytes);
+                names.push_back(name);
+            }
+        auto file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
+        GpuModel two_pass(*file, settings(minfer::options::kOff));
+        GpuModel fused(*file, settings(minfer::options::kOff, true));
+        GpuModel cached(*file, settings(minfer::options::kOn));
+        REQUIRE(device::cuda_prefill_path(*two_pass.model) == device::PrefillPath::two_pass);
+        REQUIRE(device::cuda_prefill_path(*fused.model) == device::PrefillPath::fused);
+        REQUIRE(device::cuda_prefill_path(*cached.model) == device::PrefillPath::w16_cache);
+        CHECK(device::cuda_vram(*fused.model).w16_cache == 0);
+        CHECK(device::cuda_vram(*cached.model).w16_cache == uint64_t{8} * 67 * (256 + 768) * 2);  // 8 types, f16
+        for (const std::string& name : names) {
+            CAPTURE(name);
+            const Weight wt = Weight::of(file->find_tensor(name));
+            for (int n : {5, 70, 130}) {  // not multiples of the 64-row tile
+                CAPTURE(n);
+                const auto x = normal(static_cast<size_t>(n * wt.cols), seed++);
+                const auto a = two_pass.matmul(wt, x, n), b = fused.matmul(wt, x, n), c = cached.matmul(wt, x, n);
+                for (float v : a) REQUIRE(std::isfinite(v));
+                CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+                CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+namespace {
+
+struct OptionScope {  // sets process defaults for one test and restores them
+    std::vector<std::pair<std::string, std::string>> saved;
+    void set(const char* key, const char* value) {
+        char old[64];
+        REQUIRE(minfer_get_option(nullptr, key, old, sizeof old, nullptr) == MINFER_OK);
+        saved.emplace_back(key, old);
+        REQUIRE(minfer_set_option(nullptr, key, value) == MINFER_OK);
+    }
+    ~OptionScope() {
+        for (auto it = saved.rbegin(); it != saved.rend(); ++it) minfer_set_option(nullptr, it->first.c_str(), it->second.c_str());
+    }
+};
+
+struct Run {
+    std::vector<float> prefill_logits, decode_logits;
+    int32_t token = -1;
+    std::string path, gemm;
+    minfer_vram vram{};
+};
+
+// Opens `path` on the GPU with the process defaults plus `options`, prefills 150 tokens, decodes 3.
+Run run_model(const std::string& path, std::initializer_list<std::pair<const char*, const char*>> options) {
+    OptionScope scope;
+    for (const auto& [k, v] : options) scope.set(k, v);
+    minfer_model* m = open_on(path, "cuda");
+    Run r;
+    r.path = minfer_model_prefill_path(m);
+    r.gemm = minfer_model_gemm(m);
+    minfer_context* ctx = nullptr;
+    REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+    const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(m));
+    std::vector<int32_t> toks(150);
+    for (size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<int32_t>((i * 31 + 7) % n_vocab);
+    REQUIRE(minfer_prefill(ctx, toks.data(), toks.size()) == MINFER_OK);
+    r.prefill_logits = logits_of(ctx, n_vocab);
+    for (int i = 0; i < 3; ++i) REQUIRE(minfer_decode(ctx, &r.token) == MINFER_OK);
+    r.decode_logits = logits_of(ctx, n_vocab);
+    REQUIRE(minfer_model_vram(m, &r.vram) == MINFER_OK);
+    minfer_context_free(ctx);
+    minfer_close(m);
+    return r;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+    TEST_CASE("prefill paths through minfer_set_option: the size gate, w16_cache, fused_b, mmq, gemm") {
+        const std::string path = synth_model("qwen2-tiny", "q4_K");
+        // Defaults: a tiny model is below the 2 GiB size gate, so two-pass.
+        const Run base = run_model(path, {{"gemm", "own"}});
+        CHECK(base.path == "two_pass");
+        CHECK(base.gemm == "own");
+        CHECK(base.vram.w16_cache == 0);
+        // The gate lowered: the cache; w16_cache=on: the cache too. The same f16 values feed the same
+        // GEMM, so the logits are the same bits; decode never reads the cache.
+        const Run gate = run_model(path, {{"gemm", "own"}, {"w16_enable_bytes", "1"}});
+        CHECK(gate.path == "w16_cache");
+        CHECK(gate.vram.w16_cache > 0);
+        const Run on = run_model(path, {{"gemm", "own"}, {"w16_cache", "on"}});
+        CHECK(on.path == "w16_cache");
+        CHECK(on.vram.scratch < base.vram.scratch);  // no per-call f16 weight scratch
+        CHECK(on.prefill_logits == base.prefill_logits);
+        CHECK(on.decode_logits == base.decode_logits);
+        CHECK(on.token == base.token);
+        // w16_cache=off wins over the lowered gate.
+        CHECK(run_model(path, {{"gemm", "own"}, {"w16_enable_bytes", "1"}, {"w16_cache", "off"}}).path == "two_pass");
+        // fused_b: no cache, no weight scratch, the same bits.
+        const Run fused = run_model(path, {{"gemm", "own"}, {"fused_b", "true"}, {"w16_cache", "on"}});
+        CHECK(fused.path == "fused");
+        CHECK(fused.vram.w16_cache == 0);
+        CHECK(fused.vram.scratch < base.vram.scratch);
+        CHECK(fused.prefill_logits == base.prefill_logits);
+        CHECK(fused.decode_logits == base.decode_logits);
+        // mmq=on keeps the cache off.
+        CHECK(run_model(path, {{"gemm", "own"}, {"w16_cache", "on"}, {"mmq", "on"}}).path == "two_pass");
+        // cuBLAS, where it loads: the same function within f32 accumulation-order rounding.
+        std::string why;
+        const Run cub = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}});
+        CHECK((cub.gemm == "cublas" || cub.gemm == "own"));
+        MESSAGE("gemm=auto chose ", cub.gemm);
+        if (cub.gemm == "cublas") CHECK(rel_l2(cub.prefill_logits, base.prefill_logits) < 1e-4);
     }
 }
 

@@ -133,12 +133,13 @@ TEST_SUITE("options") {
         CHECK(get(a, "threads") == "9");
         CHECK(get(b, "threads") == "5");
         // Load-time options are refused after open, and nothing changes.
-        for (const char* key : {"device", "w16_cache", "w16_enable_bytes", "fused_b", "mmq"}) {
+        for (const char* key : {"device", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm"}) {
             const std::string label = key;
             CAPTURE(label);
             const std::string before = get(a, key);
             const char* value = std::string(key) == "w16_enable_bytes" ? "1G" : std::string(key) == "fused_b" ? "true" : "cpu";
             if (std::string(key) == "w16_cache" || std::string(key) == "mmq") value = "on";
+            if (std::string(key) == "gemm") value = "own";
             CHECK(minfer_set_option(a, key, value) == MINFER_ERR_OPTION_LOCKED);
             CHECK(std::string(minfer_last_error()).find(key) != std::string::npos);
             CHECK(std::string(minfer_last_error()).find("minfer_open") != std::string::npos);
@@ -179,7 +180,7 @@ TEST_SUITE("options") {
 
     TEST_CASE("enumeration lists every option with consistent metadata") {
         const size_t n = minfer_option_count();
-        CHECK(n == 8);
+        CHECK(n == 9);
         std::set<std::string> names;
         for (size_t i = 0; i < n; ++i) {
             const char *name = nullptr, *def = nullptr, *lo = nullptr, *hi = nullptr, *choices = nullptr, *doc = nullptr;
@@ -201,7 +202,7 @@ TEST_SUITE("options") {
                 CHECK(std::string(lo).empty());
             }
         }
-        for (const char* want : {"device", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "log_level"})
+        for (const char* want : {"device", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level"})
             CHECK(names.count(want) == 1);
         CHECK(minfer_option_info(n, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == MINFER_ERR_NOT_FOUND);
         CHECK(get(nullptr, "w16_enable_bytes") == "2147483648");

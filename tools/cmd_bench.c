@@ -189,6 +189,8 @@ int cmd_bench(int argc, char** argv) {
                ", \"kv_cache\": %" PRIu64 ", \"scratch\": %" PRIu64 "},", peak_rss, load_s, vram.weights, vram.w16_cache,
                vram.kv_cache, vram.scratch);
         if (sweep_ms >= 0) printf(" \"dequant_sweep_ms\": %.4f,", sweep_ms);
+        printf(" \"prefill_path\": \"%s\", \"gemm\": \"%s\", \"warm_ms\": %.3f,", minfer_model_prefill_path(m), minfer_model_gemm(m),
+               minfer_model_warm_ms(m));
         printf(" \"repetitions\": %ld, \"tests\": [", reps);
         if (n_prompt > 0) json_test("pp", n_prompt, pp, (int)reps);
         if (n_prompt > 0 && n_gen > 0) printf(", ");
@@ -220,6 +222,8 @@ int cmd_bench(int argc, char** argv) {
         }
         printf("\nload: %.2f s\nmemory: peak resident %s (the mapped weights count as they are touched)\n", load_s, rss);
         if (strcmp(device, "cuda") == 0) printf("vram: %s\n", vram_line);
+        if (strcmp(device, "cuda") == 0)
+            printf("prefill path: %s, gemm %s, warm pass %.1f ms\n", minfer_model_prefill_path(m), minfer_model_gemm(m), minfer_model_warm_ms(m));
         if (sweep_ms >= 0) printf("dequant sweep: %.3f ms (every layer matmul weight to f16 once: the per-call cost of the two-pass prefill)\n", sweep_ms);
         printf("options:");
         for (k = 0; k < minfer_option_count(); ++k) {

@@ -95,6 +95,12 @@ int minfer_go_load(const char* path, char** err) {
     memcpy(&t.minfer_model_tied_output, &sym, sizeof sym);
     if (!(sym = dlsym(lib, "minfer_model_vram"))) return missing(lib, "minfer_model_vram", err);
     memcpy(&t.minfer_model_vram, &sym, sizeof sym);
+    if (!(sym = dlsym(lib, "minfer_model_prefill_path"))) return missing(lib, "minfer_model_prefill_path", err);
+    memcpy(&t.minfer_model_prefill_path, &sym, sizeof sym);
+    if (!(sym = dlsym(lib, "minfer_model_gemm"))) return missing(lib, "minfer_model_gemm", err);
+    memcpy(&t.minfer_model_gemm, &sym, sizeof sym);
+    if (!(sym = dlsym(lib, "minfer_model_warm_ms"))) return missing(lib, "minfer_model_warm_ms", err);
+    memcpy(&t.minfer_model_warm_ms, &sym, sizeof sym);
     if (!(sym = dlsym(lib, "minfer_bench_dequant_sweep"))) return missing(lib, "minfer_bench_dequant_sweep", err);
     memcpy(&t.minfer_bench_dequant_sweep, &sym, sizeof sym);
     if (!(sym = dlsym(lib, "minfer_type_name"))) return missing(lib, "minfer_type_name", err);

@@ -150,6 +150,9 @@ double minfer_model_rms_norm_eps(const minfer_model* model);
 const char* minfer_model_device(const minfer_model* model);
 int32_t minfer_model_tied_output(const minfer_model* model);
 minfer_status minfer_model_vram(const minfer_model* model, minfer_vram* out);
+const char* minfer_model_prefill_path(const minfer_model* model);
+const char* minfer_model_gemm(const minfer_model* model);
+double minfer_model_warm_ms(const minfer_model* model);
 minfer_status minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, double* ms_out);
 const char* minfer_type_name(int32_t type);
 minfer_status minfer_model_tensor_types(const minfer_model* model, int32_t* types, size_t cap, size_t* n_out);
@@ -225,6 +228,9 @@ typedef struct minfer_go_api {
     const char* (*minfer_model_device)(const minfer_model* model);
     int32_t (*minfer_model_tied_output)(const minfer_model* model);
     minfer_status (*minfer_model_vram)(const minfer_model* model, minfer_vram* out);
+    const char* (*minfer_model_prefill_path)(const minfer_model* model);
+    const char* (*minfer_model_gemm)(const minfer_model* model);
+    double (*minfer_model_warm_ms)(const minfer_model* model);
     minfer_status (*minfer_bench_dequant_sweep)(minfer_model* model, int32_t reps, double* ms_out);
     const char* (*minfer_type_name)(int32_t type);
     minfer_status (*minfer_model_tensor_types)(const minfer_model* model, int32_t* types, size_t cap, size_t* n_out);
@@ -393,6 +399,15 @@ static inline minfer_status go_minfer_model_vram(const minfer_model* model, minf
     minfer_status st = MINFER_GO_FN(minfer_model_vram)(model, out);
     if (st != MINFER_OK) *err = minfer_go_last_error();
     return st;
+}
+static inline const char* go_minfer_model_prefill_path(const minfer_model* model) {
+    return MINFER_GO_FN(minfer_model_prefill_path)(model);
+}
+static inline const char* go_minfer_model_gemm(const minfer_model* model) {
+    return MINFER_GO_FN(minfer_model_gemm)(model);
+}
+static inline double go_minfer_model_warm_ms(const minfer_model* model) {
+    return MINFER_GO_FN(minfer_model_warm_ms)(model);
 }
 static inline minfer_status go_minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, double* ms_out, char** err) {
     minfer_status st = MINFER_GO_FN(minfer_bench_dequant_sweep)(model, reps, ms_out);

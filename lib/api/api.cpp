@@ -180,6 +180,22 @@ minfer_status minfer_model_vram(const minfer_model* model, minfer_vram* out) {
     });
 }
 
+const char* minfer_model_prefill_path(const minfer_model* model) {
+    if (!model) return "";
+    const auto& m = *model->m;
+    return m.cuda() ? minfer::device::prefill_path_name(minfer::device::cuda_prefill_path(*m.cuda())) : "cpu";
+}
+
+const char* minfer_model_gemm(const minfer_model* model) {
+    if (!model || !model->m->cuda()) return "";
+    return minfer::device::cuda_gemm_name(*model->m->cuda());
+}
+
+double minfer_model_warm_ms(const minfer_model* model) {
+    if (!model || !model->m->cuda()) return 0.0;
+    return minfer::device::cuda_warm_ms(*model->m->cuda());
+}
+
 minfer_status minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, double* ms_out) {
     return guard([&] {
         need(model, "model");

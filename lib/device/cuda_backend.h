@@ -62,11 +62,45 @@ private:
 
 class CudaModel;  // defined in cuda/backend.cu
 
+// How prefill matmuls (n_tokens > 1) get f16 weights (decode always reads the quantized bytes):
+//   two_pass   dequantize each weight into a per-context f16 scratch on every call, then GEMM;
+//   w16_cache  read a persistent f16 copy made once at load by a warm pass (keyed by WeightKey);
+//   fused      dequantize B tiles in registers inside the GEMM: no cache, no scratch.
+enum class PrefillPath { two_pass, w16_cache, fused };
+const char* prefill_path_name(PrefillPath p);
+
+// The load options that shape the CUDA backend (options.h enum values).
+struct CudaSettings {
+    int64_t w16_cache = 0;  // options::kAuto / kOn / kOff
+    uint64_t w16_enable_bytes = uint64_t{2} << 30;
+    bool fused_b = false;
+    int64_t mmq = 0;   // options::kAuto / kOn / kOff
+    int64_t gemm = 0;  // options::kGemmAuto / kGemmOwn / kGemmCublas
+};
+
+struct PathChoice {
+    PrefillPath path = PrefillPath::two_pass;
+    std::string reason;  // one line for the log
+};
+
+// The prefill path policy (host-only, unit-tested without a GPU). convert_bytes: the bytes of the matmul
+// weights that are not f16 (they need dequantization); f16_bytes: their size as f16; free_bytes: free
+// device memory after the upload. Device memory for contexts is kept in reserve (kW16Reserve).
+inline constexpr uint64_t kW16Reserve = uint64_t{2} << 30;
+PathChoice choose_prefill_path(const CudaSettings& s, uint64_t convert_bytes, uint64_t f16_bytes, uint64_t free_bytes);
+
 // Why the CUDA backend cannot run this model, or "" when it can (head_dim, tensor types, row lengths).
 std::string cuda_unsupported_reason(const model::Config& config, const model::Plan& plan);
 // Uploads every tensor of the file through a WeightRegistry, reporting progress as stage "upload".
 // Throws Error: MINFER_ERR_OUT_OF_MEMORY, MINFER_ERR_DEVICE, MINFER_ERR_CANCELLED; frees all on failure.
-std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, int log_level);
+// Then chooses the prefill path (choose_prefill_path; the log says which and why) and, for the f16
+// cache, runs the warm pass over `matmul_weights` (stage "warm"). gemm=cublas fails with
+// MINFER_ERR_UNSUPPORTED when libcublas cannot be loaded.
+std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<const gguf::TensorInfo*>& matmul_weights,
+                                     const CudaSettings& settings, int log_level);
+PrefillPath cuda_prefill_path(const CudaModel& model);
+const char* cuda_gemm_name(const CudaModel& model);  // "own" or "cublas"
+double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 without one
 // Ops for one context: its KV cache (f16) for n_ctx tokens and scratch for max_tokens tokens are
 // allocated now. Throws Error (MINFER_ERR_OUT_OF_MEMORY with nothing leaked, MINFER_ERR_DEVICE).
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,

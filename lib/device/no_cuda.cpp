@@ -23,7 +23,12 @@ const WeightRegistry::Entry* WeightRegistry::find(const std::string& name) const
     return it == live_.end() ? nullptr : &it->second;
 }
 std::string cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
-std::shared_ptr<CudaModel> cuda_load(const gguf::File&, int) { no_cuda(); }
+std::shared_ptr<CudaModel> cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&, int) {
+    no_cuda();
+}
+PrefillPath cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; }
+const char* cuda_gemm_name(const CudaModel&) { return ""; }
+double cuda_warm_ms(const CudaModel&) { return 0.0; }
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int) { no_cuda(); }
 Vram cuda_vram(const CudaModel&) { return Vram{}; }
 void cuda_check_healthy(const CudaModel&) {}

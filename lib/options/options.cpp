@@ -27,7 +27,9 @@ constexpr Def kTable[] = {
     {Id::fused_b, "fused_b", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "false", 0, 0, "",
      "Prefill GEMM dequantizes weight tiles in registers (CUDA): no f16 cache and no scratch."},
     {Id::mmq, "mmq", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|on|off",
-     "Int8 matmul path for quantized prefill (CUDA)."},
+     "Int8 matmul path for quantized prefill (CUDA; not built yet: on only keeps the f16 cache off)."},
+    {Id::gemm, "gemm", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|own|cublas",
+     "f16 prefill GEMM (CUDA): own tensor-core kernel, or cuBLAS loaded at run time; auto takes cuBLAS when it loads."},
     {Id::log_level, "log_level", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_RUNTIME, "info", 0, 0,
      "off|error|warn|info|debug", "Most verbose level passed to the log callback."},
 };

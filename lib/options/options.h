@@ -14,12 +14,13 @@
 
 namespace minfer::options {
 
-enum class Id : int { device, threads, ctx_len, w16_cache, w16_enable_bytes, fused_b, mmq, log_level, count_ };
+enum class Id : int { device, threads, ctx_len, w16_cache, w16_enable_bytes, fused_b, mmq, gemm, log_level, count_ };
 constexpr size_t kCount = static_cast<size_t>(Id::count_);
 
 // Enum option values, as indices into the choices string.
 enum Device : int64_t { kDeviceAuto = 0, kDeviceCpu = 1, kDeviceCuda = 2 };
 enum Tristate : int64_t { kAuto = 0, kOn = 1, kOff = 2 };
+enum Gemm : int64_t { kGemmAuto = 0, kGemmOwn = 1, kGemmCublas = 2 };
 // log_level: 0 off, then the minfer_log_level values 1..4.
 
 struct Def {

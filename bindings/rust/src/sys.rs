@@ -153,6 +153,9 @@ pub struct Api {
     pub minfer_model_device: unsafe extern "C" fn(*const minfer_model) -> *const c_char,
     pub minfer_model_tied_output: unsafe extern "C" fn(*const minfer_model) -> i32,
     pub minfer_model_vram: unsafe extern "C" fn(*const minfer_model, *mut minfer_vram) -> minfer_status,
+    pub minfer_model_prefill_path: unsafe extern "C" fn(*const minfer_model) -> *const c_char,
+    pub minfer_model_gemm: unsafe extern "C" fn(*const minfer_model) -> *const c_char,
+    pub minfer_model_warm_ms: unsafe extern "C" fn(*const minfer_model) -> f64,
     pub minfer_bench_dequant_sweep: unsafe extern "C" fn(*mut minfer_model, i32, *mut f64) -> minfer_status,
     pub minfer_type_name: unsafe extern "C" fn(i32) -> *const c_char,
     pub minfer_model_tensor_types: unsafe extern "C" fn(*const minfer_model, *mut i32, usize, *mut usize) -> minfer_status,
@@ -245,6 +248,9 @@ impl Api {
             minfer_model_device: sym!("minfer_model_device"),
             minfer_model_tied_output: sym!("minfer_model_tied_output"),
             minfer_model_vram: sym!("minfer_model_vram"),
+            minfer_model_prefill_path: sym!("minfer_model_prefill_path"),
+            minfer_model_gemm: sym!("minfer_model_gemm"),
+            minfer_model_warm_ms: sym!("minfer_model_warm_ms"),
             minfer_bench_dequant_sweep: sym!("minfer_bench_dequant_sweep"),
             minfer_type_name: sym!("minfer_type_name"),
             minfer_model_tensor_types: sym!("minfer_model_tensor_types"),
@@ -324,6 +330,9 @@ impl Api {
             minfer_model_device: linked::minfer_model_device,
             minfer_model_tied_output: linked::minfer_model_tied_output,
             minfer_model_vram: linked::minfer_model_vram,
+            minfer_model_prefill_path: linked::minfer_model_prefill_path,
+            minfer_model_gemm: linked::minfer_model_gemm,
+            minfer_model_warm_ms: linked::minfer_model_warm_ms,
             minfer_bench_dequant_sweep: linked::minfer_bench_dequant_sweep,
             minfer_type_name: linked::minfer_type_name,
             minfer_model_tensor_types: linked::minfer_model_tensor_types,
@@ -406,6 +415,9 @@ pub mod linked {
         pub fn minfer_model_device(model: *const minfer_model) -> *const c_char;
         pub fn minfer_model_tied_output(model: *const minfer_model) -> i32;
         pub fn minfer_model_vram(model: *const minfer_model, out: *mut minfer_vram) -> minfer_status;
+        pub fn minfer_model_prefill_path(model: *const minfer_model) -> *const c_char;
+        pub fn minfer_model_gemm(model: *const minfer_model) -> *const c_char;
+        pub fn minfer_model_warm_ms(model: *const minfer_model) -> f64;
         pub fn minfer_bench_dequant_sweep(model: *mut minfer_model, reps: i32, ms_out: *mut f64) -> minfer_status;
         pub fn minfer_type_name(r#type: i32) -> *const c_char;
         pub fn minfer_model_tensor_types(model: *const minfer_model, types: *mut i32, cap: usize, n_out: *mut usize) -> minfer_status;

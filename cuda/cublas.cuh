@@ -1,0 +1,31 @@
+// cuBLAS as an optional f16 GEMM, loaded at run time with dlopen: libminfer has no link-time dependency
+// on it, so machines without the library still load minfer and use the own kernel. cuBLAS dispatches to
+// Hopper-class (wgmma) kernels that the own 64x64 WMMA kernel does not match.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+namespace minfer::cuda {
+
+// True when libcublas could be loaded and resolved (tried once per process); otherwise `why` says why.
+bool cublas_available(std::string* why);
+
+// One cuBLAS handle bound to one stream. Throws Error (MINFER_ERR_UNSUPPORTED when the library is
+// missing, MINFER_ERR_DEVICE / OUT_OF_MEMORY on failures).
+class Cublas {
+public:
+    explicit Cublas(cudaStream_t stream);
+    ~Cublas();
+    Cublas(const Cublas&) = delete;
+    Cublas& operator=(const Cublas&) = delete;
+    // The contract of gemm_f16: C[m][n] = sum_k A[m][k] * B[n][k], f16 in, f32 accumulation and out.
+    void gemm(const __half* a, const __half* b, float* c, int m, int n, int k);
+
+private:
+    void* handle_ = nullptr;
+};
+
+}  // namespace minfer::cuda
