@@ -62,6 +62,21 @@ __host__ __device__ constexpr int64_t row_bytes_of(int64_t cols) {
 
 __device__ __forceinline__ float mul(float a, float b) { return __fmul_rn(a, b); }
 
+// Eight consecutive bytes at p, which is 2-byte aligned (every block stride is even and buffers come
+// from cudaMalloc): four u16 loads instead of eight byte loads.
+__device__ __forceinline__ void ld8_u16(const uint8_t* p, uint32_t w[2]) {
+    w[0] = uint32_t(ld_u16(p)) | (uint32_t(ld_u16(p + 2)) << 16);
+    w[1] = uint32_t(ld_u16(p + 4)) | (uint32_t(ld_u16(p + 6)) << 16);
+}
+// Eight consecutive bytes at an 8-byte aligned p: one load. q4_K and q5_K blocks are 144 and 176 bytes
+// (multiples of 16), so their rows and the 8-element groups inside them stay 8-byte aligned.
+__device__ __forceinline__ void ld8_u64(const uint8_t* p, uint32_t w[2]) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    w[0] = v.x;
+    w[1] = v.y;
+}
+__device__ __forceinline__ int byte_of(const uint32_t w[2], int i) { return static_cast<int>((w[i >> 2] >> (8 * (i & 3))) & 0xffu); }
+
 // The K-quant q4_K/q5_K scale and min of sub-block j (0..7) from the 12 packed bytes s.
 __device__ __forceinline__ void k4_scale_min(const uint8_t* s, int j, int& sc, int& mn) {
     if (j < 4) {
@@ -108,8 +123,10 @@ __device__ __forceinline__ void deq8(const uint8_t* row, int64_t e0, float* y) {
         const uint8_t* qs = b + (T == Type::Q4_0 ? 2 : 4);
         const float d = ld_half(b);
         const int shift = j0 >= 16 ? 4 : 0, base = j0 & 15;
+        uint32_t w[2];
+        ld8_u16(qs + base, w);
         for (int i = 0; i < 8; ++i) {
-            const int q = (qs[base + i] >> shift) & 15;
+            const int q = (byte_of(w, i) >> shift) & 15;
             if constexpr (T == Type::Q4_0) y[i] = mul(static_cast<float>(q - 8), d);
             else y[i] = __fadd_rn(mul(static_cast<float>(q), d), ld_half(b + 2));
         }
@@ -122,33 +139,38 @@ __device__ __forceinline__ void deq8(const uint8_t* row, int64_t e0, float* y) {
         const uint8_t* qs = b + kQh + 4;
         const float d = ld_half(b);
         const int shift = j0 >= 16 ? 4 : 0, base = j0 & 15;
+        uint32_t w[2];
+        ld8_u16(qs + base, w);
         for (int i = 0; i < 8; ++i) {
-            const int q = ((qs[base + i] >> shift) & 15) | static_cast<int>(((h >> (j0 + i)) & 1u) << 4);
+            const int q = ((byte_of(w, i) >> shift) & 15) | static_cast<int>(((h >> (j0 + i)) & 1u) << 4);
             if constexpr (T == Type::Q5_0) y[i] = mul(static_cast<float>(q - 16), d);
             else y[i] = __fadd_rn(mul(static_cast<float>(q), d), ld_half(b + 2));
         }
     } else if constexpr (T == Type::Q8_0 || T == Type::Q8_1) {
         constexpr int kBytes = Geometry<T>::bytes;
         const uint8_t* b = row + (e0 / 32) * kBytes;
-        const int8_t* qs = reinterpret_cast<const int8_t*>(b + (T == Type::Q8_0 ? 2 : 4)) + e0 % 32;
+        uint32_t w[2];
+        ld8_u16(b + (T == Type::Q8_0 ? 2 : 4) + e0 % 32, w);
         const float d = ld_half(b);
-        for (int i = 0; i < 8; ++i) y[i] = mul(static_cast<float>(qs[i]), d);
+        for (int i = 0; i < 8; ++i) y[i] = mul(static_cast<float>(static_cast<int8_t>(byte_of(w, i))), d);
     } else if constexpr (T == Type::Q2_K) {
         const uint8_t* b = row + (e0 / 256) * Geometry<T>::bytes;
         const int e = static_cast<int>(e0 % 256), h = e / 128, k = (e % 128) / 32, l0 = e % 32;
         const uint8_t sc = b[e / 16];
         const float ds = mul(ld_half(b + 80), static_cast<float>(sc & 15));
         const float dm = mul(ld_half(b + 82), static_cast<float>(sc >> 4));
-        const uint8_t* qs = b + 16 + 32 * h + l0;
-        for (int i = 0; i < 8; ++i) y[i] = __fsub_rn(mul(ds, static_cast<float>((qs[i] >> (2 * k)) & 3)), dm);
+        uint32_t w[2];
+        ld8_u16(b + 16 + 32 * h + l0, w);
+        for (int i = 0; i < 8; ++i) y[i] = __fsub_rn(mul(ds, static_cast<float>((byte_of(w, i) >> (2 * k)) & 3)), dm);
     } else if constexpr (T == Type::Q3_K) {
         const uint8_t* b = row + (e0 / 256) * Geometry<T>::bytes;
         const int e = static_cast<int>(e0 % 256), h = e / 128, k = (e % 128) / 32, l0 = e % 32;
         const float ds = mul(ld_half(b + 108), static_cast<float>(q3k_scale(b + 96, e / 16)));
-        const uint8_t* hm = b + l0;
-        const uint8_t* qs = b + 32 + 32 * h + l0;
+        uint32_t hm[2], qs[2];
+        ld8_u16(b + l0, hm);
+        ld8_u16(b + 32 + 32 * h + l0, qs);
         for (int i = 0; i < 8; ++i) {
-            const int low = (qs[i] >> (2 * k)) & 3, high = (hm[i] >> (4 * h + k)) & 1;
+            const int low = (byte_of(qs, i) >> (2 * k)) & 3, high = (byte_of(hm, i) >> (4 * h + k)) & 1;
             y[i] = mul(ds, static_cast<float>(low - 4 + 4 * high));
         }
     } else if constexpr (T == Type::Q4_K || T == Type::Q5_K) {
@@ -157,20 +179,24 @@ __device__ __forceinline__ void deq8(const uint8_t* row, int64_t e0, float* y) {
         int sc, mn;
         k4_scale_min(b + 4, j, sc, mn);
         const float ds = mul(ld_half(b), static_cast<float>(sc)), dm = mul(ld_half(b + 2), static_cast<float>(mn));
-        const uint8_t* qs = b + (T == Type::Q4_K ? 16 : 48) + 32 * c + l0;
+        uint32_t qs[2], qh[2] = {0, 0};
+        ld8_u64(b + (T == Type::Q4_K ? 16 : 48) + 32 * c + l0, qs);
+        if constexpr (T == Type::Q5_K) ld8_u64(b + 16 + l0, qh);
         for (int i = 0; i < 8; ++i) {
-            int q = (qs[i] >> (4 * t)) & 15;
-            if constexpr (T == Type::Q5_K) q |= ((b[16 + l0 + i] >> j) & 1) << 4;
+            int q = (byte_of(qs, i) >> (4 * t)) & 15;
+            if constexpr (T == Type::Q5_K) q |= ((byte_of(qh, i) >> j) & 1) << 4;
             y[i] = __fsub_rn(mul(ds, static_cast<float>(q)), dm);
         }
     } else if constexpr (T == Type::Q6_K) {
         const uint8_t* b = row + (e0 / 256) * Geometry<T>::bytes;
         const int e = static_cast<int>(e0 % 256), h = e / 128, k = (e % 128) / 32, l0 = e % 32;
         const float ds = mul(ld_half(b + 208), static_cast<float>(static_cast<int8_t>(b[192 + e / 16])));
-        const uint8_t* ql = b + 64 * h + 32 * (k & 1) + l0;
-        const uint8_t* qh = b + 128 + 32 * h + l0;
+        uint32_t ql[2], qh[2];
+        ld8_u16(b + 64 * h + 32 * (k & 1) + l0, ql);
+        ld8_u16(b + 128 + 32 * h + l0, qh);
         for (int i = 0; i < 8; ++i) {
-            const int low = k < 2 ? (ql[i] & 15) : (ql[i] >> 4), high = (qh[i] >> (2 * k)) & 3;
+            const int lb = byte_of(ql, i);
+            const int low = k < 2 ? (lb & 15) : (lb >> 4), high = (byte_of(qh, i) >> (2 * k)) & 3;
             y[i] = mul(ds, static_cast<float>((low | (high << 4)) - 32));
         }
     } else if constexpr (T == Type::Q8_K) {

@@ -275,13 +275,16 @@ TEST_SUITE("cuda") {
             add_tensor(w, c.name, t, 67, cols, seed++);
             cases.push_back(c);
         };
+        // Widths of one block up to rows long enough that the mat-vec splits them over 2, 4 or 8 warps.
         for (Type t : kLegacy)
-            for (int64_t cols : {32, 160}) add(t, cols);
+            for (int64_t cols : {32, 160, 1088}) add(t, cols);
         for (Type t : kKQuants)
-            for (int64_t cols : {256, 768}) add(t, cols);
+            for (int64_t cols : {256, 768, 2560}) add(t, cols);
         for (Type t : kPlain)
-            for (int64_t cols : {64, 200}) add(t, cols);
-        Pair p(w, op_config(128), 256, 128);
+            for (int64_t cols : {64, 200, 1032, 4104}) add(t, cols);
+        auto cfg = op_config(128);
+        cfg.n_ff = 4104;  // scratch for the widest rows
+        Pair p(w, cfg, 256, 128);
 
         for (const Case& c : cases) {
             CAPTURE(c.name);

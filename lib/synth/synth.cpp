@@ -138,7 +138,7 @@ void fill_tensor(void* user, size_t index, uint8_t* dst, uint64_t n_bytes) {
     const size_t row_bytes = quant::row_bytes(type, cols);
     // Rows in parallel; each row's values come from its own generator, so the file is the same for a
     // seed whatever the thread count.
-    const unsigned n_threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+    const unsigned n_threads = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
     std::vector<std::thread> threads;
     std::exception_ptr error;
     std::mutex error_mutex;
