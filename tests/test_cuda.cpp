@@ -46,8 +46,13 @@ std::vector<float> normal(size_t n, uint64_t seed, float mean = 0.0f, float sd =
     return v;
 }
 
-// Quantizes rows x cols floats row by row (the CPU quantizer; any valid bytes would do).
+// Encodes rows x cols floats in type t row by row (the CPU quantizer; any valid bytes would do).
 std::vector<uint8_t> quantize(Type t, const std::vector<float>& x, int64_t rows, int64_t cols) {
+    if (t == Type::F32) {
+        std::vector<uint8_t> out(x.size() * sizeof(float));
+        std::memcpy(out.data(), x.data(), out.size());
+        return out;
+    }
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r) quant::quantize_row(t, x.data() + r * cols, out.data() + r * rb, cols);
@@ -96,13 +101,7 @@ TEST_SUITE("cuda") {
                 CAPTURE(cols);
                 const int64_t rows = 7;
                 const auto x = normal(static_cast<size_t>(rows * cols), seed++, 0.1f, 2.0f);
-                std::vector<uint8_t> bytes;
-                if (t == Type::F32) {
-                    bytes.resize(x.size() * 4);
-                    std::memcpy(bytes.data(), x.data(), bytes.size());
-                } else {
-                    bytes = quantize(t, x, rows, cols);
-                }
+                const std::vector<uint8_t> bytes = quantize(t, x, rows, cols);
                 const auto ref = dequantize(t, bytes, rows, cols);
                 std::vector<uint16_t> got = device::testing::cuda_dequant_f16(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols);
                 REQUIRE(got.size() == ref.size());
@@ -247,13 +246,7 @@ minfer::model::Config op_config(int head_dim) {
 
 void add_tensor(minfer::gguf::Writer& w, const std::string& name, Type t, int64_t rows, int64_t cols, uint64_t seed) {
     const auto x = normal(static_cast<size_t>(rows * cols), seed, 0.0f, 0.5f);
-    std::vector<uint8_t> bytes;
-    if (t == Type::F32) {
-        bytes.resize(x.size() * 4);
-        std::memcpy(bytes.data(), x.data(), bytes.size());
-    } else {
-        bytes = quantize(t, x, rows, cols);
-    }
+    const std::vector<uint8_t> bytes = quantize(t, x, rows, cols);
     const int64_t dims[2] = {cols, rows};
     w.add_tensor(name, static_cast<int32_t>(t), std::span<const int64_t>(dims, rows == 1 ? 1 : 2), bytes);
 }
