@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "core/log.h"
@@ -37,19 +38,15 @@ public:
     DeviceMemory(uint64_t bytes, std::atomic<uint64_t>* account, const char* what) : account_(account) {
         if (bytes == 0) return;
         void* p = nullptr;
-        cudaError_t err = cudaMalloc(&p, bytes);
-        if (err != cudaSuccess) {
-            cudaGetLastError();
-            if (err == cudaErrorMemoryAllocation) {
-                size_t free_b = 0, total_b = 0;
-                cudaMemGetInfo(&free_b, &total_b);
-                cudaGetLastError();
-                fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %.1f MiB of GPU memory (%.1f MiB free of %.1f MiB)", what,
-                     static_cast<double>(bytes) / 1048576.0, static_cast<double>(free_b) / 1048576.0,
-                     static_cast<double>(total_b) / 1048576.0);
-            }
-            check(err, what);
+        const cudaError_t err = cudaMalloc(&p, bytes);
+        if (err == cudaErrorMemoryAllocation) {
+            size_t free_b = 0, total_b = 0;
+            cudaMemGetInfo(&free_b, &total_b);
+            cudaGetLastError();  // the failed allocation's error is not sticky
+            fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %s of GPU memory (%s free of %s)", what, device::mib(bytes).c_str(),
+                 device::mib(free_b).c_str(), device::mib(total_b).c_str());
         }
+        check(err, what);
         ptr_ = p;
         bytes_ = bytes;
         if (account_) account_->fetch_add(bytes_);
@@ -136,11 +133,6 @@ const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string& 
     return e;
 }
 
-const WeightRegistry::Entry* WeightRegistry::find(const std::string& name) const {
-    auto it = live_.find(name);
-    return it == live_.end() ? nullptr : &it->second;
-}
-
 }  // namespace minfer::device
 
 // ---- the model on the device --------------------------------------------------------------------------------
@@ -196,9 +188,9 @@ std::string cuda_unsupported_reason(const model::Config& c, const model::Plan& p
                                                 static_cast<long long>(t->ne[0]));
         return "";
     };
-    std::vector<const gguf::TensorInfo*> ts = {plan.tok_embd, plan.output};
-    for (const model::Layer& L : plan.layers)
-        for (const gguf::TensorInfo* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) ts.push_back(t);
+    std::vector<const gguf::TensorInfo*> ts = model::layer_matmuls(plan);
+    ts.push_back(plan.tok_embd);
+    ts.push_back(plan.output);
     for (const gguf::TensorInfo* t : ts)
         if (std::string why = check_weight(t); !why.empty()) return why;
     return "";
@@ -213,9 +205,8 @@ void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, in
     uint64_t total = 0, done = 0;
     for (const engine::Weight& w : weights) total += static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
     report_progress("warm", 0, total);
-    for (const engine::Weight& w : weights) {
+    for (const engine::Weight& w : weights) {  // distinct weights (cuda_load)
         const WeightKey key = m.device_of(w);
-        if (m.w16.count(key)) continue;
         const uint64_t bytes = static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
         DeviceMemory mem(bytes, &m.w16_bytes, "f16 weight cache");
         cuda::dequant_f16(w.type, key, w.rows, w.cols, mem.as<__half>(), stream.get());
@@ -225,8 +216,8 @@ void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, in
     }
     stream.sync("warm pass");
     m.warm_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    log_line(log_level, MINFER_LOG_INFO, "CUDA: warm pass: %zu weights, %.1f MiB of f16 in %.1f ms", m.w16.size(),
-             static_cast<double>(m.w16_bytes.load()) / 1048576.0, m.warm_ms);
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: warm pass: %zu weights, %s of f16 in %.1f ms", m.w16.size(),
+             mib(m.w16_bytes.load()).c_str(), m.warm_ms);
 }
 
 }  // namespace
@@ -241,8 +232,8 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     if (total > free_b)
-        fail(MINFER_ERR_OUT_OF_MEMORY, "the weights need %.1f MiB of GPU memory, %.1f MiB are free (of %.1f MiB)",
-             static_cast<double>(total) / 1048576.0, static_cast<double>(free_b) / 1048576.0, static_cast<double>(total_b) / 1048576.0);
+        fail(MINFER_ERR_OUT_OF_MEMORY, "the weights need %s of GPU memory, %s are free (of %s)", mib(total).c_str(), mib(free_b).c_str(),
+             mib(total_b).c_str());
 
     // The GEMM: cuBLAS when asked for (it must load) or, with auto, when it loads.
     std::string why;
@@ -260,17 +251,14 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         done += t.n_bytes;
         report_progress("upload", done, total);
     }
-    log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %.1f MiB", tensors.size(),
-             static_cast<double>(m->registry.device_bytes()) / 1048576.0);
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %s", tensors.size(), mib(m->registry.device_bytes()).c_str());
 
     // The prefill path, decided once here.
     std::vector<engine::Weight> convert;
+    std::unordered_set<const gguf::TensorInfo*> seen;
     uint64_t convert_bytes = 0, f16_bytes = 0;
     for (const gguf::TensorInfo* t : matmul_weights) {
-        if (!t || static_cast<quant::Type>(t->type) == quant::Type::F16) continue;
-        bool seen = false;
-        for (const engine::Weight& w : convert) seen = seen || w.info == t;
-        if (seen) continue;
+        if (!t || static_cast<quant::Type>(t->type) == quant::Type::F16 || !seen.insert(t).second) continue;
         convert.push_back(engine::Weight::of(t));
         convert_bytes += t->n_bytes;
         f16_bytes += t->n_elems * sizeof(__half);
@@ -306,8 +294,6 @@ Vram cuda_vram(const CudaModel& m) {
     return v;
 }
 
-void cuda_check_healthy(const CudaModel& m) { m.check_healthy(); }
-void cuda_poison(CudaModel& m, const std::string& message) { m.poison(message); }
 
 namespace {
 
@@ -332,7 +318,7 @@ public:
         int64_t max_cols = 0, max_w = 0;
         for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
         const int64_t q_dim = int64_t{c.n_head} * c.head_dim;
-        for (int64_t e : {q_dim * c.n_embd, kv_dim_ * c.n_embd, q_dim * c.n_embd, int64_t{c.n_ff} * c.n_embd})
+        for (int64_t e : {q_dim * c.n_embd, kv_dim_ * c.n_embd, int64_t{c.n_ff} * c.n_embd})
             max_w = std::max(max_w, e);
         a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m_->scratch_bytes, "f16 activations");
         if (max_tokens > 1 && m_->path == PrefillPath::two_pass)

@@ -743,7 +743,6 @@ TEST_SUITE("cuda") {
         // mmq=on keeps the cache off.
         CHECK(run_model(path, {{"gemm", "own"}, {"w16_cache", "on"}, {"mmq", "on"}}).path == "two_pass");
         // cuBLAS, where it loads: the same function within f32 accumulation-order rounding.
-        std::string why;
         const Run cub = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}});
         CHECK((cub.gemm == "cublas" || cub.gemm == "own"));
         MESSAGE("gemm=auto chose ", cub.gemm);

@@ -204,8 +204,7 @@ minfer_status minfer_bench_dequant_sweep(minfer_model* model, int32_t reps, doub
         const auto& m = *model->m;
         if (!m.cuda()) minfer::fail(MINFER_ERR_UNSUPPORTED, "dequant sweep: the model runs on the CPU, not on a GPU");
         std::vector<minfer::engine::Weight> ws;
-        for (const minfer::model::Layer& L : m.plan().layers)
-            for (const auto* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) ws.push_back(minfer::engine::Weight::of(t));
+        for (const auto* t : minfer::model::layer_matmuls(m.plan())) ws.push_back(minfer::engine::Weight::of(t));
         *ms_out = minfer::device::cuda_dequant_sweep_ms(*m.cuda(), ws, reps);
     });
 }

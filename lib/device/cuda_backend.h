@@ -49,7 +49,10 @@ public:
     // Throws Error: MINFER_ERR_OUT_OF_MEMORY (nothing is registered then), MINFER_ERR_DEVICE.
     const Entry& register_weight(const std::string& name, const void* host, uint64_t bytes, int32_t type,
                                  const int64_t shape[4]);
-    const Entry* find(const std::string& name) const;
+    const Entry* find(const std::string& name) const {
+        auto it = live_.find(name);
+        return it == live_.end() ? nullptr : &it->second;
+    }
     // Device bytes held, live and retired copies alike.
     uint64_t device_bytes() const { return device_bytes_; }
     size_t retired() const { return retired_.size(); }
@@ -68,6 +71,8 @@ class CudaModel;  // defined in cuda/backend.cu
 //   fused      dequantize B tiles in registers inside the GEMM: no cache, no scratch.
 enum class PrefillPath { two_pass, w16_cache, fused };
 const char* prefill_path_name(PrefillPath p);
+// "12.3 MiB", for messages about device memory.
+std::string mib(uint64_t bytes);
 
 // The load options that shape the CUDA backend (options.h enum values).
 struct CudaSettings {
@@ -106,10 +111,6 @@ double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
                                            int max_tokens);
 Vram cuda_vram(const CudaModel& model);
-// Throws Error(MINFER_ERR_DEVICE) with the original message when an earlier CUDA error poisoned the model.
-void cuda_check_healthy(const CudaModel& model);
-// Marks the model unusable after a CUDA error (the first message is kept).
-void cuda_poison(CudaModel& model, const std::string& message);
 // Median milliseconds of one dequantization of every weight in `weights` to f16 (an f16 scratch of the
 // largest is allocated for the call), over `reps` runs.
 double cuda_dequant_sweep_ms(CudaModel& model, const std::vector<engine::Weight>& weights, int reps);

@@ -18,10 +18,6 @@ WeightRegistry::~WeightRegistry() = default;
 const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string&, const void*, uint64_t, int32_t, const int64_t*) {
     no_cuda();
 }
-const WeightRegistry::Entry* WeightRegistry::find(const std::string& name) const {
-    auto it = live_.find(name);
-    return it == live_.end() ? nullptr : &it->second;
-}
 std::string cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
 std::shared_ptr<CudaModel> cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&, int) {
     no_cuda();
@@ -31,8 +27,6 @@ const char* cuda_gemm_name(const CudaModel&) { return ""; }
 double cuda_warm_ms(const CudaModel&) { return 0.0; }
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int) { no_cuda(); }
 Vram cuda_vram(const CudaModel&) { return Vram{}; }
-void cuda_check_healthy(const CudaModel&) {}
-void cuda_poison(CudaModel&, const std::string&) {}
 double cuda_dequant_sweep_ms(CudaModel&, const std::vector<engine::Weight>&, int) { no_cuda(); }
 void cuda_inject_fault() { no_cuda(); }
 

@@ -21,9 +21,7 @@ const char* prefill_path_name(PrefillPath p) {
     return "?";
 }
 
-namespace {
-std::string mib(uint64_t b) { return strprintf("%.1f MiB", static_cast<double>(b) / 1048576.0); }
-}  // namespace
+std::string mib(uint64_t bytes) { return strprintf("%.1f MiB", static_cast<double>(bytes) / 1048576.0); }
 
 PathChoice choose_prefill_path(const CudaSettings& s, uint64_t convert_bytes, uint64_t f16_bytes, uint64_t free_bytes) {
     if (s.fused_b) return {PrefillPath::fused, "fused_b=true: B tiles are dequantized inside the GEMM (no f16 cache, no scratch)"};

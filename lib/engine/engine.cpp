@@ -74,10 +74,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
                 s.fused_b = m->options_.get(options::Id::fused_b) != 0;
                 s.mmq = m->options_.get(options::Id::mmq);
                 s.gemm = m->options_.get(options::Id::gemm);
-                std::vector<const gguf::TensorInfo*> matmul;  // prefill matmuls (the output projection is decode-only)
-                for (const model::Layer& L : m->plan_.layers)
-                    for (const gguf::TensorInfo* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) matmul.push_back(t);
-                m->cuda_ = device::cuda_load(*m->file_, matmul, s, level);
+                m->cuda_ = device::cuda_load(*m->file_, model::layer_matmuls(m->plan_), s, level);
             } catch (const Error& e) {
                 throw Error(e.status(), path + ": " + e.what());
             }

@@ -200,4 +200,12 @@ Plan plan_tensors(const File& f, const Config& c) {
     return plan;
 }
 
+std::vector<const TensorInfo*> layer_matmuls(const Plan& plan) {
+    std::vector<const TensorInfo*> v;
+    v.reserve(plan.layers.size() * 7);
+    for (const Layer& L : plan.layers)
+        for (const TensorInfo* t : {L.wq, L.wk, L.wv, L.wo, L.w_gate, L.w_up, L.w_down}) v.push_back(t);
+    return v;
+}
+
 }  // namespace minfer::model

@@ -70,5 +70,8 @@ struct Plan {
 // this build cannot run (another architecture, a tensor type the engine lacks).
 Config read_config(const gguf::File& file);
 Plan plan_tensors(const gguf::File& file, const Config& config);
+// The matmul weights of every layer (q, k, v, o, gate, up, down), in layer order: the weights prefill
+// multiplies by many tokens (the output projection only ever sees the last one).
+std::vector<const gguf::TensorInfo*> layer_matmuls(const Plan& plan);
 
 }  // namespace minfer::model
