@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -19,6 +20,13 @@
 #include "quant/types.h"
 
 namespace test {
+
+// A fresh seed for a test's random inputs, or MINFER_TEST_SEED when set (to replay a failure). Callers
+// CAPTURE it, so a failing check prints the seed that made it.
+inline uint64_t seed() {
+    if (const char* s = std::getenv("MINFER_TEST_SEED")) return std::strtoull(s, nullptr, 0);
+    return std::random_device{}();
+}
 
 inline std::string tmp_path(const std::string& name) { return std::string(MINFER_TEST_TMPDIR) + "/" + name; }
 

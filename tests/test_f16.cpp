@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "helpers.h"
 #include "quant/f16.h"
 
 using namespace minfer::quant;
@@ -54,7 +55,9 @@ TEST_SUITE("f16") {
             if (dhi < dlo) return sign | it->second;
             return sign | ((lo->second & 1) ? it->second : lo->second);
         };
-        std::mt19937 rng(std::random_device{}());
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937 rng(static_cast<unsigned>(seed));
         std::uniform_int_distribution<int> e(-30, 17);
         std::uniform_real_distribution<float> m(-2.0f, 2.0f);
         for (int i = 0; i < 200000; ++i) {
@@ -86,7 +89,9 @@ TEST_SUITE("f16") {
         CHECK(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)) == 0x3f80);
         CHECK(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)) == 0x3f82);
         CHECK(std::isnan(bf16_to_f32(f32_to_bf16(NAN))));
-        std::mt19937 rng(std::random_device{}());
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937 rng(static_cast<unsigned>(seed));
         for (int i = 0; i < 100000; ++i) {
             const float f = std::ldexp(std::uniform_real_distribution<float>(-2, 2)(rng), static_cast<int>(rng() % 60) - 30);
             const float r = bf16_to_f32(f32_to_bf16(f));

@@ -1,155 +1,24 @@
-// End to end on the CPU: a plain float64 reference forward pass, written here with straight loops and
-// sharing no kernel with the engine (weights are read with the dequantizer, which test_quant pins to
-// hand-worked values), against the engine's logits through the C API. Tiny Qwen2 and Qwen3 models in
-// several types, at prompt lengths 1, 8 and 100 so RoPE and the KV cache are exercised.
+// End to end on the CPU: the engine's logits through the C API against the float64 reference forward
+// pass of tests/reference.cpp, on tiny Qwen2 and Qwen3 models in several types, at prompt lengths 1, 8
+// and 100 so RoPE and the KV cache are exercised; and the mutation check: each bug planted through
+// engine/testing.h must move the logits past the bounds used here.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <thread>
 
+#include "engine/testing.h"
 #include "helpers.h"
-#include "model/config.h"
-#include "quant/quant.h"
+#include "reference.h"
 
 namespace {
 
-using Vec = std::vector<double>;
-
-// A weight as a dense [rows][cols] float64 matrix.
-struct Mat {
-    int64_t rows = 0, cols = 0;
-    Vec v;
-    const double* row(int64_t r) const { return v.data() + r * cols; }
-};
-
-Mat load(const minfer::gguf::TensorInfo* t) {
-    Mat m;
-    m.cols = t->ne[0];
-    m.rows = t->ne[1];
-    const auto type = static_cast<minfer::quant::Type>(t->type);
-    const size_t rb = minfer::quant::row_bytes(type, m.cols);
-    std::vector<float> f(static_cast<size_t>(m.cols));
-    m.v.resize(static_cast<size_t>(m.rows * m.cols));
-    for (int64_t r = 0; r < m.rows; ++r) {
-        minfer::quant::dequantize_row(type, t->data + static_cast<size_t>(r) * rb, f.data(), m.cols);
-        for (int64_t c = 0; c < m.cols; ++c) m.v[static_cast<size_t>(r * m.cols + c)] = f[static_cast<size_t>(c)];
-    }
-    return m;
-}
-
-Vec matvec(const Mat& w, const double* x) {
-    Vec y(static_cast<size_t>(w.rows));
-    for (int64_t r = 0; r < w.rows; ++r) {
-        double s = 0;
-        for (int64_t c = 0; c < w.cols; ++c) s += w.row(r)[c] * x[c];
-        y[static_cast<size_t>(r)] = s;
-    }
-    return y;
-}
-
-void rmsnorm(double* x, int64_t n, const Mat& w, double eps) {
-    double ss = 0;
-    for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
-    const double s = 1.0 / std::sqrt(ss / static_cast<double>(n) + eps);
-    for (int64_t i = 0; i < n; ++i) x[i] = x[i] * s * w.v[static_cast<size_t>(i)];
-}
-
-// NeoX rotary embedding of one head at position p.
-void rope(double* x, int hd, int p, double base) {
-    for (int i = 0; i < hd / 2; ++i) {
-        const double theta = p * std::pow(base, -2.0 * i / hd);
-        const double a = x[i], b = x[i + hd / 2];
-        x[i] = a * std::cos(theta) - b * std::sin(theta);
-        x[i + hd / 2] = a * std::sin(theta) + b * std::cos(theta);
-    }
-}
-
-// Logits of the last of `tokens`, computed over the whole sequence at once (no KV cache).
-Vec reference_logits(const minfer::gguf::File& f, const std::vector<int32_t>& tokens) {
-    const auto c = minfer::model::read_config(f);
-    const auto plan = minfer::model::plan_tensors(f, c);
-    const int T = static_cast<int>(tokens.size()), d = c.n_embd, hd = c.head_dim, nh = c.n_head, nkv = c.n_head_kv;
-    const double eps = c.rms_norm_eps;
-    const Mat emb = load(plan.tok_embd);
-    std::vector<Vec> x(static_cast<size_t>(T));
-    for (int t = 0; t < T; ++t) x[t] = Vec(emb.row(tokens[t]), emb.row(tokens[t]) + d);
-
-    for (const auto& L : plan.layers) {
-        const Mat an = load(L.attn_norm), wq = load(L.wq), wk = load(L.wk), wv = load(L.wv), wo = load(L.wo);
-        std::vector<Vec> q(T), k(T), v(T);
-        for (int t = 0; t < T; ++t) {
-            Vec h = x[t];
-            rmsnorm(h.data(), d, an, eps);
-            q[t] = matvec(wq, h.data());
-            k[t] = matvec(wk, h.data());
-            v[t] = matvec(wv, h.data());
-            if (c.qkv_bias) {
-                const Mat bq = load(L.bq), bk = load(L.bk), bv = load(L.bv);
-                for (size_t i = 0; i < q[t].size(); ++i) q[t][i] += bq.v[i];
-                for (size_t i = 0; i < k[t].size(); ++i) k[t][i] += bk.v[i];
-                for (size_t i = 0; i < v[t].size(); ++i) v[t][i] += bv.v[i];
-            }
-            for (int h2 = 0; h2 < nh; ++h2) {
-                if (c.qk_norm) rmsnorm(q[t].data() + h2 * hd, hd, load(L.q_norm), eps);
-                rope(q[t].data() + h2 * hd, hd, t, c.rope_freq_base);
-            }
-            for (int h2 = 0; h2 < nkv; ++h2) {
-                if (c.qk_norm) rmsnorm(k[t].data() + h2 * hd, hd, load(L.k_norm), eps);
-                rope(k[t].data() + h2 * hd, hd, t, c.rope_freq_base);
-            }
-        }
-        for (int t = 0; t < T; ++t) {
-            Vec att(static_cast<size_t>(nh * hd), 0.0);
-            for (int h2 = 0; h2 < nh; ++h2) {
-                const int g = h2 / (nh / nkv);
-                Vec s(static_cast<size_t>(t + 1));
-                double mx = -1e300;
-                for (int j = 0; j <= t; ++j) {
-                    double dot = 0;
-                    for (int i = 0; i < hd; ++i) dot += q[t][h2 * hd + i] * k[j][g * hd + i];
-                    s[j] = dot / std::sqrt(static_cast<double>(hd));
-                    mx = std::max(mx, s[j]);
-                }
-                double sum = 0;
-                for (int j = 0; j <= t; ++j) sum += (s[j] = std::exp(s[j] - mx));
-                for (int j = 0; j <= t; ++j)
-                    for (int i = 0; i < hd; ++i) att[h2 * hd + i] += s[j] / sum * v[j][g * hd + i];
-            }
-            const Vec o = matvec(wo, att.data());
-            for (int i = 0; i < d; ++i) x[t][i] += o[i];
-        }
-        const Mat fn = load(L.ffn_norm), wg = load(L.w_gate), wu = load(L.w_up), wd = load(L.w_down);
-        for (int t = 0; t < T; ++t) {
-            Vec h = x[t];
-            rmsnorm(h.data(), d, fn, eps);
-            Vec g = matvec(wg, h.data());
-            const Vec u = matvec(wu, h.data());
-            for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-            const Vec o = matvec(wd, g.data());
-            for (int i = 0; i < d; ++i) x[t][i] += o[i];
-        }
-    }
-    Vec last = x[T - 1];
-    rmsnorm(last.data(), d, load(plan.output_norm), eps);
-    return matvec(load(plan.output), last.data());
-}
-
-struct Rel {
-    double l2 = 0, max = 0;
-};
-
-Rel compare(const std::vector<float>& got, const Vec& want) {
-    double num = 0, den = 0, mx = 0, wmax = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-        REQUIRE(std::isfinite(got[i]));
-        const double e = got[i] - want[i];
-        num += e * e;
-        den += want[i] * want[i];
-        mx = std::max(mx, std::fabs(e));
-        wmax = std::max(wmax, std::fabs(want[i]));
-    }
-    return Rel{std::sqrt(num / den), mx / wmax};
-}
+using test::ref::Activations;
+using test::ref::compare;
+using test::ref::random_tokens;
+using test::ref::Rel;
+using test::ref::Vec;
+namespace testing = minfer::engine::testing;
 
 minfer_model* open_model(const std::string& path, const char* threads = "2") {
     const char* k[] = {"device", "threads", "ctx_len"};
@@ -165,82 +34,149 @@ std::vector<float> logits(minfer_context* ctx, int n_vocab) {
     return out;
 }
 
-std::vector<int32_t> random_tokens(int n, int vocab, std::mt19937_64& rng) {
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-    return t;
-}
+bool float_mix(const std::string& mix) { return mix == "f32" || mix == "f16" || mix == "bf16"; }
 
-// Bound on the relative L2 error of the logits per weight type. Float weights take f32 activations:
-// only f32 rounding remains (measured 2e-7 to 4e-7). Quantized weights take activations quantized to
-// q8_0/q8_1/q8_K, whose rounding dominates (measured 0.9% to 1.5% for q8_0, up to 1.8% for the 4- to
-// 6-bit types, on the tiny presets over many seeds). A wrong RoPE, head mapping or norm moves the
-// logits by 4% to over 100%.
-double bound(const std::string& mix) {
-    if (mix == "f32" || mix == "f16" || mix == "bf16") return 1e-5;
-    if (mix == "q8_0") return 3e-2;
-    return 4e-2;
-}
+// Bounds on the relative L2 error of the logits (docs/correctness.md lists the measured errors and the
+// planted-bug shifts that each bound sits between).
+//
+// Float mixes take f32 activations: against the exact reference only f32 rounding remains (measured 2e-7
+// to 4e-7), and the smallest planted bug moves the logits by 4.1e-3 (rms_eps on qwen2-tiny f32).
+constexpr double kFloatBound = 1e-5;
+// Quantized mixes round each matmul input to 8-bit blocks. Against the reference that rounds them the same
+// way (Activations::cpu_int8) a comparison lands at 1e-7, unless one activation of the thousands rounds
+// the other way in the engine's f32 and the reference's double (a value within 1e-7 of a rounding edge);
+// on these random-weight models, whose attention is nearly one-hot, one such flip moves the logits by about
+// 1e-2 (measured: in 2 of 12 prompts of 8 tokens, 9 of 12 of 100). So no single comparison can be held
+// tight, but a bug moves all of them: of a model's comparisons at least one must come within kQuantTight
+// (a model whose every comparison flips: below 1e-5 per model, from those rates), while with any planted
+// bug none does (smallest planted shift 1.2e-2).
+constexpr double kQuantTight = 1e-4;
+// Against the exact reference, each comparison is held to the accuracy of 8-bit activations, at the level
+// of llama.cpp's CPU path (shared/anchors.md: 0.9e-2 to 1.9e-2; minfer measured 0.9e-2 to 1.9e-2): a
+// guard on that level, not a bug catcher (the comparisons above catch the bugs).
+double quant_exact_bound(const std::string& mix) { return mix == "q8_0" ? 3e-2 : 4e-2; }
 
-}  // namespace
+const char* const kMixes[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_0", "q6_K", "q4_K_M"};
 
-TEST_SUITE("forward") {
-    TEST_CASE("engine logits match a float64 reference forward pass") {
-        const uint64_t seed = std::random_device{}();
-        CAPTURE(seed);
-        std::mt19937_64 rng(seed);
-        for (const char* preset : {"qwen2-tiny", "qwen3-tiny"}) {
-            for (const char* mix : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_0", "q6_K", "q4_K_M"}) {
-                const std::string label = std::string(preset) + "/" + mix;
-                CAPTURE(label);
-                const std::string path = test::tmp_path("fwd-" + std::string(preset) + "-" + mix + ".gguf");
-                REQUIRE_MESSAGE(minfer_synth(path.c_str(), preset, mix, rng()) == MINFER_OK, minfer_last_error());
-                const auto file = minfer::gguf::File::open(path);
-                minfer_model* m = open_model(path);
-                const int vocab = minfer_model_n_vocab(m);
-                for (int len : {1, 8, 100}) {
-                    CAPTURE(len);
-                    const std::vector<int32_t> toks = random_tokens(len, vocab, rng);
-                    minfer_context* ctx = nullptr;
-                    REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
-                    REQUIRE_MESSAGE(minfer_prefill(ctx, toks.data(), toks.size()) == MINFER_OK, minfer_last_error());
-                    CHECK(minfer_context_n_past(ctx) == len);
-                    const Rel r = compare(logits(ctx, vocab), reference_logits(*file, toks));
-                    MESSAGE(label, " len ", len, ": rel L2 ", r.l2, ", max rel ", r.max);
-                    CHECK(r.l2 < bound(mix));
-                    minfer_context_free(ctx);
-                }
-                minfer_close(m);
-            }
-        }
-    }
+// One whole-model comparison: the engine's logits after `what`, against both references.
+struct Comparison {
+    std::string what;
+    Rel tight, exact;
+};
 
-    TEST_CASE("decode steps match the reference on the extended sequence, and greedy picks the argmax") {
-        std::mt19937_64 rng(std::random_device{}());
-        const std::string path = test::tmp_path("fwd-decode.gguf");
-        REQUIRE(minfer_synth(path.c_str(), "qwen3-tiny", "q8_0", rng()) == MINFER_OK);
-        const auto file = minfer::gguf::File::open(path);
-        minfer_model* m = open_model(path);
-        const int vocab = minfer_model_n_vocab(m);
-        std::vector<int32_t> seq = random_tokens(5, vocab, rng);
+// The whole-model comparisons of one model: a prefill of each length in `lens` on a fresh context, then
+// `decode_steps` greedy decode steps after the first prompt (each checked to pick the argmax, each
+// compared on the extended sequence).
+std::vector<Comparison> run_comparisons(const std::string& path, std::mt19937_64& rng, std::initializer_list<int> lens,
+                                        int decode_steps) {
+    const auto file = minfer::gguf::File::open(path);
+    minfer_model* m = open_model(path);
+    const int vocab = minfer_model_n_vocab(m);
+    std::vector<Comparison> out;
+    auto add = [&](const std::string& what, minfer_context* ctx, const std::vector<int32_t>& seq) {
+        const std::vector<float> got = logits(ctx, vocab);
+        out.push_back({what, compare(got, test::ref::logits(*file, seq, Activations::cpu_int8)),
+                       compare(got, test::ref::logits(*file, seq, Activations::exact))});
+    };
+    bool first = true;
+    for (int len : lens) {
+        std::vector<int32_t> seq = random_tokens(len, vocab, rng);
         minfer_context* ctx = nullptr;
         REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
-        REQUIRE(minfer_prefill(ctx, seq.data(), seq.size()) == MINFER_OK);
-        for (int step = 0; step < 4; ++step) {
+        REQUIRE_MESSAGE(minfer_prefill(ctx, seq.data(), seq.size()) == MINFER_OK, minfer_last_error());
+        CHECK(minfer_context_n_past(ctx) == len);
+        add("prompt of " + std::to_string(len), ctx, seq);
+        for (int step = 0; first && step < decode_steps; ++step) {
             const std::vector<float> before = logits(ctx, vocab);
             int32_t tok = -1;
             REQUIRE_MESSAGE(minfer_decode(ctx, &tok) == MINFER_OK, minfer_last_error());
             CHECK(tok == std::max_element(before.begin(), before.end()) - before.begin());
             seq.push_back(tok);
             CHECK(minfer_context_n_past(ctx) == static_cast<int>(seq.size()));
-            CHECK(compare(logits(ctx, vocab), reference_logits(*file, seq)).l2 < bound("q8_0"));
+            add("prompt of " + std::to_string(len) + " + " + std::to_string(step + 1) + " decoded", ctx, seq);
         }
+        first = false;
         minfer_context_free(ctx);
-        minfer_close(m);
+    }
+    minfer_close(m);
+    return out;
+}
+
+// Sets a plant for the models opened while it lives.
+struct PlantGuard {
+    explicit PlantGuard(uint32_t p) { testing::set_plant(p); }
+    ~PlantGuard() { testing::set_plant(testing::kPlantNone); }
+};
+
+}  // namespace
+
+TEST_SUITE("forward") {
+    TEST_CASE("engine logits match the float64 reference forward pass, prompts and decode steps") {
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        for (const char* preset : {"qwen2-tiny", "qwen3-tiny"}) {
+            for (const char* mix : kMixes) {
+                const std::string label = std::string(preset) + "/" + mix;
+                CAPTURE(label);
+                const std::string path = test::tmp_path("fwd-" + std::string(preset) + "-" + mix + ".gguf");
+                REQUIRE_MESSAGE(minfer_synth(path.c_str(), preset, mix, rng()) == MINFER_OK, minfer_last_error());
+                double closest = 1.0;
+                for (const Comparison& c : run_comparisons(path, rng, {8, 1, 100}, 4)) {
+                    CAPTURE(c.what);
+                    MESSAGE(label, " ", c.what, ": rel L2 ", c.exact.l2, " (exact reference), ", c.tight.l2,
+                            " (activations rounded as the engine does)");
+                    if (float_mix(mix)) {
+                        CHECK(c.exact.l2 < kFloatBound);
+                    } else {
+                        CHECK(c.exact.l2 < quant_exact_bound(mix));
+                        closest = std::min(closest, c.tight.l2);
+                    }
+                }
+                if (!float_mix(mix)) CHECK(closest < kQuantTight);
+            }
+        }
+    }
+
+    // The mutation check: each planted bug must fail every comparison that can see it. A one-token prompt
+    // cannot (position 0 is RoPE's identity, and attention over one key returns its value whatever the
+    // scores), so the check runs prompts of 8 and 100 tokens and the decode steps after the first.
+    TEST_CASE("mutation check: every planted bug fails the whole-model comparisons") {
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        const struct {
+            uint32_t plant;
+            std::vector<const char*> presets;  // where the bug exists (Qwen3 has no biases, Qwen2 no q/k norm)
+        } cases[] = {
+            {testing::kPlantRmsEps, {"qwen2-tiny", "qwen3-tiny"}},
+            {testing::kPlantNoQkBias, {"qwen2-tiny"}},
+            {testing::kPlantNoQkNorm, {"qwen3-tiny"}},
+            {testing::kPlantRopeBase, {"qwen2-tiny", "qwen3-tiny"}},
+        };
+        for (const auto& pc : cases) {
+            for (const char* preset : pc.presets) {
+                for (const char* mix : kMixes) {
+                    const std::string label = std::string(testing::plant_name(pc.plant)) + " " + preset + "/" + mix;
+                    CAPTURE(label);
+                    const std::string path = test::tmp_path("fwd-plant-" + std::string(preset) + "-" + mix + ".gguf");
+                    REQUIRE_MESSAGE(minfer_synth(path.c_str(), preset, mix, rng()) == MINFER_OK, minfer_last_error());
+                    PlantGuard guard(pc.plant);
+                    for (const Comparison& c : run_comparisons(path, rng, {8, 100}, 4)) {
+                        CAPTURE(c.what);
+                        const double bound = float_mix(mix) ? kFloatBound : kQuantTight;
+                        MESSAGE(label, " ", c.what, ": rel L2 ", c.tight.l2, " (bound ", bound, ")");
+                        CHECK(c.tight.l2 > bound);
+                    }
+                }
+            }
+        }
     }
 
     TEST_CASE("a prefill of N tokens gives the last logits of N single-token steps") {
-        std::mt19937_64 rng(std::random_device{}());
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
         for (const char* mix : {"f32", "q4_K_M"}) {
             const std::string path = test::tmp_path(std::string("fwd-steps-") + mix + ".gguf");
             REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", mix, rng()) == MINFER_OK);
@@ -253,7 +189,7 @@ TEST_SUITE("forward") {
             REQUIRE(minfer_prefill(a, toks.data(), toks.size()) == MINFER_OK);
             for (int32_t t : toks) REQUIRE(minfer_prefill(b, &t, 1) == MINFER_OK);
             const std::vector<float> la = logits(a, vocab), lb = logits(b, vocab);
-            Vec ref(lb.begin(), lb.end());
+            const Vec ref(lb.begin(), lb.end());
             CHECK(compare(la, ref).l2 < 1e-5);
             minfer_context_free(a);
             minfer_context_free(b);
@@ -264,7 +200,9 @@ TEST_SUITE("forward") {
     TEST_CASE("thread counts give the same logits within rounding") {
         const std::string path = test::tmp_path("fwd-threads.gguf");
         REQUIRE(minfer_synth(path.c_str(), "qwen3-tiny", "q4_K", 9) == MINFER_OK);
-        std::mt19937_64 rng(std::random_device{}());
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
         minfer_model* m = open_model(path, "1");
         const int vocab = minfer_model_n_vocab(m);
         const std::vector<int32_t> toks = random_tokens(20, vocab, rng);

@@ -205,7 +205,9 @@ TEST_SUITE("gguf_bad") {
         std::vector<uint8_t> full = tm.build();
         const auto f = minfer::gguf::File::parse(minfer::gguf::copy_bytes(full));
         const size_t header_end = static_cast<size_t>(f->data_offset());
-        std::mt19937_64 rng(std::random_device{}());
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
         for (int i = 0; i < 3000; ++i) {
             std::vector<uint8_t> b = full;
             size_t at = rng() % header_end;

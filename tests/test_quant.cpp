@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "helpers.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
 
@@ -57,10 +58,7 @@ void check_values(const std::vector<float>& got, const std::vector<double>& want
     }
 }
 
-unsigned fresh_seed() {
-    std::random_device rd;
-    return rd();
-}
+unsigned fresh_seed() { return static_cast<unsigned>(test::seed()); }  // callers CAPTURE it
 
 std::vector<float> gaussian(std::mt19937& rng, int64_t n, float sigma, float mean = 0.0f) {
     std::normal_distribution<float> nd(mean, sigma);

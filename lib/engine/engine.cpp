@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "cpu/cpu_ops.h"
 #include "device/device.h"
+#include "engine/testing.h"
 #include "quant/types.h"
 
 namespace minfer::engine {
@@ -22,6 +23,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
         report_progress("load", 1, 3);
         m->config_ = model::read_config(*m->file_);
         m->plan_ = model::plan_tensors(*m->file_, m->config_);
+        if (const uint32_t planted = testing::plant()) testing::apply_plant(planted, m->config_);
     } catch (const Error& e) {
         // Say which file; the reader's messages name the key, tensor or offset.
         if (std::string_view(e.what()).find(path) != std::string_view::npos) throw;  // already named

@@ -1,5 +1,7 @@
 #include "engine/forward.h"
 
+#include "engine/testing.h"
+
 namespace minfer::engine {
 
 Scratch make_scratch(Ops& ops, const model::Config& c, int max_tokens) {
@@ -41,8 +43,10 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
         ops.matmul(Weight::of(L.wk), xb, n, k);
         ops.matmul(Weight::of(L.wv), xb, n, v);
         if (c.qkv_bias) {
-            ops.add_bias(q, n, Weight::of(L.bq));
-            ops.add_bias(k, n, Weight::of(L.bk));
+            if (!(c.planted & testing::kPlantNoQkBias)) {
+                ops.add_bias(q, n, Weight::of(L.bq));
+                ops.add_bias(k, n, Weight::of(L.bk));
+            }
             ops.add_bias(v, n, Weight::of(L.bv));
         }
         if (c.qk_norm) {

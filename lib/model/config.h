@@ -37,6 +37,8 @@ struct Config {
     double rms_norm_eps = 1e-6;
     bool qkv_bias = false;     // qwen2
     bool qk_norm = false;      // qwen3
+    // Tests only: the bugs planted in this model (engine/testing.h), 0 in every real use.
+    uint32_t planted = 0;
     // Special token ids, -1 when absent.
     int32_t bos = -1, eos = -1, pad = -1, unk = -1;
 };

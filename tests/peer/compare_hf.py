@@ -497,6 +497,9 @@ def main(argv=None):
     ap.add_argument("--minfer-device", default="cpu", help="minfer's `device` option (default cpu)")
     ap.add_argument("--minfer-option", action="append", default=[], metavar="KEY=VALUE",
                     help="another minfer option for minfer_open_with_options (repeatable)")
+    ap.add_argument("--plant", default=None, metavar="BUG",
+                    help="the mutation check: plant BUG in minfer (rms_eps, no_qk_bias, no_qk_norm, rope_base; "
+                         "--lib must be tests/libminfer_testhooks.so) and exit 0 only if EVERY comparison fails")
     ap.add_argument("--work", default=None, help="directory for the synthetic models (default: a temporary one)")
     ap.add_argument("--keep-models", action="store_true", help="keep the synthetic models")
     args = ap.parse_args(argv)
@@ -549,6 +552,15 @@ def main(argv=None):
         print("compare_hf: %s (minfer %s) does not export %s: a build older than the API this check uses"
               % (args.lib, env["minfer"], ", ".join(absent)), file=sys.stderr)
         return 2
+
+    if args.plant:
+        if not lib.has("minfer_testing_plant"):
+            print("compare_hf: --plant needs a library with minfer_testing_plant (tests/libminfer_testhooks.so), "
+                  "not %s" % args.lib, file=sys.stderr)
+            return 2
+        if lib.fn("minfer_testing_plant")(args.plant.encode()) != 0:
+            print("compare_hf: --plant %s: no such planted bug" % args.plant, file=sys.stderr)
+            return 2
 
     try:
         bound_of = parse_bounds(args.bounds, args.default_bound)
@@ -676,6 +688,18 @@ def main(argv=None):
     else:
         code = 0
     verdict = {0: "PASS", 1: "FAIL", 2: "SETUP ERROR", 3: "INCOMPLETE (minfer unsupported / nothing compared)"}[code]
+    if args.plant and code in (0, 1):
+        # The mutation check inverts the verdict: the planted bug must fail every comparison.
+        def caught(r):  # a decode row is caught only if every one of its steps is past the bound
+            steps = r.detail.get("steps") if isinstance(r.detail, dict) else None
+            if steps:
+                return all(st["rel_l2"] > bound_of(r.mix) for st in steps)
+            return r.status == "FAIL"
+        compared = [r for r in rows if r.check != "load" and " vs " not in r.check and r.rel_l2 is not None]
+        missed = [r for r in compared if not caught(r)]
+        code = 0 if compared and not missed and not setup_failed else 1
+        verdict = "PLANT %s CAUGHT by all %d comparisons" % (args.plant, len(compared)) if code == 0 else \
+            "PLANT %s MISSED by %d of %d comparisons" % (args.plant, len(missed), len(compared))
 
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     md = []

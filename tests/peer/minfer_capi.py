@@ -17,6 +17,8 @@ _c_context_p = ctypes.c_void_p
 
 # name -> (restype, argtypes); mirrors include/minfer.h
 _SIGNATURES = {
+    # tests/libminfer_testhooks.so only (the mutation check); libminfer.so does not export it
+    "minfer_testing_plant": (ctypes.c_int, [ctypes.c_char_p]),
     "minfer_version": (ctypes.c_char_p, []),
     "minfer_build_info": (ctypes.c_char_p, []),
     "minfer_status_string": (ctypes.c_char_p, [ctypes.c_int]),

@@ -1,0 +1,44 @@
+#include "engine/testing.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace minfer::engine::testing {
+namespace {
+std::atomic<uint32_t> g_plant{kPlantNone};
+
+constexpr struct {
+    uint32_t plant;
+    const char* name;
+} kNames[] = {
+    {kPlantRmsEps, "rms_eps"},
+    {kPlantNoQkBias, "no_qk_bias"},
+    {kPlantNoQkNorm, "no_qk_norm"},
+    {kPlantRopeBase, "rope_base"},
+};
+}  // namespace
+
+void set_plant(uint32_t plants) { g_plant.store(plants); }
+uint32_t plant() { return g_plant.load(); }
+
+void apply_plant(uint32_t plants, model::Config& c) {
+    c.planted = plants;
+    if (plants & kPlantRmsEps) c.rms_norm_eps = c.rms_norm_eps == 1e-6 ? 1e-5 : c.rms_norm_eps * 10.0;
+    if (plants & kPlantNoQkNorm) c.qk_norm = false;
+    if (plants & kPlantRopeBase) c.rope_freq_base = c.rope_freq_base == 10000.0 ? 1e6 : 10000.0;
+    // kPlantNoQkBias is carried by c.planted: the forward pass skips the q and k biases.
+}
+
+const char* plant_name(uint32_t p) {
+    for (const auto& n : kNames)
+        if (n.plant == p) return n.name;
+    return "";
+}
+
+uint32_t plant_from_name(const char* name) {
+    for (const auto& n : kNames)
+        if (name && std::strcmp(n.name, name) == 0) return n.plant;
+    return kPlantNone;
+}
+
+}  // namespace minfer::engine::testing
