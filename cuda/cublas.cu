@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 
 #include "core/error.h"
 
@@ -26,12 +27,17 @@ const Api& api() {
     static Api a;
     static std::once_flag once;
     std::call_once(once, [] {
+        // Newest first; each failure's dlerror is kept, so the message says what every attempt ran into.
         void* lib = nullptr;
-        for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+        std::string tried;
+        for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
             if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-        if (!lib) {
             const char* e = dlerror();
-            a.error = std::string("cannot load libcublas.so.13: ") + (e ? e : "not found");
+            tried += tried.empty() ? "" : "; ";
+            tried += std::string(name) + " (" + (e ? e : "no dlerror") + ")";
+        }
+        if (!lib) {
+            a.error = "cannot load cuBLAS; tried " + tried;
             return;
         }
         auto sym = [&](const char* name) {
