@@ -324,10 +324,7 @@ public:
         if (max_tokens > 1 && m_->path == PrefillPath::two_pass)
             w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
         if (m_->use_cublas && m_->path != PrefillPath::fused) cublas_ = std::make_unique<cuda::Cublas>(stream_.get());
-        std::vector<double> inv(static_cast<size_t>(c.head_dim / 2));
-        for (int i = 0; i < c.head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(c.rope_freq_base, -2.0 * i / c.head_dim);
-        inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
-        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        set_rope_table(c.rope_freq_base, c.head_dim);
         partial_ = DeviceMemory(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.head_dim)) * sizeof(float),
                                 &m_->scratch_bytes, "attention scratch");
     }
@@ -389,7 +386,9 @@ public:
         cuda::add_bias(x.data, rows, static_cast<int>(b.cols), static_cast<const float*>(m_->device_of(b)), s());
     }
 
-    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double) override {
+    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) override {
+        // The forward passes the config's base and head_dim, for which the constructor built the table.
+        if (freq_base != rope_base_ || head_dim != rope_head_dim_) set_rope_table(freq_base, head_dim);
         cuda::rope(x.data, n, n_heads, head_dim, pos0, inv_freq_.as<double>(), s());
     }
 
@@ -424,6 +423,19 @@ public:
 private:
     cudaStream_t s() const { return stream_.get(); }
 
+    // (Re)builds the RoPE frequency table, base^(-2i / head_dim) for i < head_dim / 2, in double. Work already
+    // queued may still read the old table, so the stream is drained first.
+    void set_rope_table(double freq_base, int head_dim) {
+        std::vector<double> inv(static_cast<size_t>(head_dim / 2));
+        for (int i = 0; i < head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
+        check(cudaStreamSynchronize(s()), "RoPE table");
+        if (inv.size() * sizeof(double) > inv_freq_.bytes())
+            inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
+        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        rope_base_ = freq_base;
+        rope_head_dim_ = head_dim;
+    }
+
     std::shared_ptr<CudaModel> m_;
     model::Config c_;
     int n_ctx_;
@@ -435,6 +447,8 @@ private:
     DeviceMemory a16_;                // f16 copy of a prefill matmul's input
     DeviceMemory w16_;                // f16 dequantized weight of a prefill matmul (the two-pass path)
     DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
+    double rope_base_ = 0;            // the base and head_dim inv_freq_ was built for
+    int rope_head_dim_ = 0;
     DeviceMemory partial_;            // decode attention split partials
     std::vector<DeviceMemory> buffers_;
     std::unique_ptr<cuda::Cublas> cublas_;  // bound to stream_; null with the own GEMM

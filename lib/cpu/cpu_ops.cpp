@@ -35,7 +35,9 @@ public:
           n_ctx_(n_ctx),
           kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
           k_cache_(static_cast<size_t>(c.n_layer) * n_ctx * kv_dim_),
-          v_cache_(k_cache_.size()) {}
+          v_cache_(k_cache_.size()) {
+        set_rope_table(c.rope_freq_base, c.head_dim);
+    }
 
     void begin(int64_t threads_option) override {
         const int want = resolve_threads(threads_option);
@@ -106,11 +108,8 @@ public:
 
     void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) override {
         const int half = head_dim / 2;
-        if (inv_freq_.size() != static_cast<size_t>(half) || freq_base_ != freq_base) {
-            inv_freq_.resize(static_cast<size_t>(half));
-            for (int i = 0; i < half; ++i) inv_freq_[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
-            freq_base_ = freq_base;
-        }
+        // The forward passes the config's base and head_dim, for which the constructor built the table.
+        if (freq_base != rope_base_ || head_dim != rope_head_dim_) set_rope_table(freq_base, head_dim);
         pool_->parallel_for(n, [&](int64_t t, int) {
             const double pos = static_cast<double>(pos0 + t);
             for (int i = 0; i < half; ++i) {
@@ -183,6 +182,14 @@ public:
     void write(const float* host, Buf dst) override { std::memcpy(dst.data, host, dst.n * sizeof(float)); }
 
 private:
+    // base^(-2i / head_dim) for i < head_dim / 2.
+    void set_rope_table(double freq_base, int head_dim) {
+        inv_freq_.resize(static_cast<size_t>(head_dim / 2));
+        for (int i = 0; i < head_dim / 2; ++i) inv_freq_[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
+        rope_base_ = freq_base;
+        rope_head_dim_ = head_dim;
+    }
+
     model::Config c_;
     int n_ctx_;
     size_t kv_dim_;
@@ -191,8 +198,9 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<float> scores_;    // [threads][n_ctx] attention scores
     std::vector<uint8_t> act_;     // prepared activations of the current matmul
-    std::vector<double> inv_freq_;  // RoPE frequencies
-    double freq_base_ = 0;
+    std::vector<double> inv_freq_;  // [head_dim / 2] RoPE frequencies
+    double rope_base_ = 0;          // the base and head_dim inv_freq_ was built for
+    int rope_head_dim_ = 0;
     std::vector<std::vector<float>> buffers_;
 };
 
