@@ -72,7 +72,11 @@ public:
 
     // Each validates first and throws Error; on any error the context is unchanged.
     void prefill(const int32_t* tokens, size_t n);
-    int32_t decode();  // greedy: the highest logit, the lowest id on ties
+    // Picks the next token from the last logits with the context's sampler chain (sampler(): penalties
+    // over the token history, logit bias, top-k/top-p/min-p, temperature, a seeded draw; greedy, the
+    // highest logit and the lowest id on ties, when temperature <= 0, as a new context's sampler is),
+    // runs it through the model and returns it. Sets stop_reason() (end of generation, a stop string).
+    int32_t decode();
     void copy_logits(float* out, size_t cap) const;
     void reset();
     void truncate(int32_t n_keep);

@@ -1,6 +1,7 @@
 // The backend seam. The forward pass (engine/forward.cpp) is written once per architecture in terms of
-// these operations; each backend (CPU now, CUDA later) implements them on its own memory. An Ops object
-// belongs to one context: it owns that context's KV cache and scratch buffers.
+// these operations; each backend implements them on its own memory: the CPU (lib/cpu/cpu_ops.cpp) and
+// CUDA (cuda/backend.cu). An Ops object belongs to one context: it owns that context's KV cache and
+// scratch buffers.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +44,9 @@ class Ops {
 public:
     virtual ~Ops() = default;
 
-    // Called before each forward call with the model's `threads` option (backends may ignore it).
+    // Called before each forward call. `threads_option` is the model's `threads` option (0: one thread per
+    // hardware thread), passed each call because it may change between calls. Only the CPU backend uses it
+    // (it sizes its thread pool); the CUDA backend ignores it and checks the model's device health instead.
     virtual void begin(int64_t threads_option) = 0;
 
     // Scratch in backend memory, alive as long as this Ops.
@@ -57,8 +60,10 @@ public:
     virtual void matmul(const Weight& w, Buf x, int n, Buf out) = 0;
     // x[r][:] += b for `rows` rows of b.cols.
     virtual void add_bias(Buf x, int64_t rows, const Weight& b) = 0;
-    // Rotary embedding, NeoX layout (pairs i and i + head_dim/2), token t at position pos0 + t, in place.
-    // x: [n][n_heads * head_dim]
+    // Rotary embedding, NeoX layout (pairs i and i + head_dim/2), token t at position pos0 + t, in place,
+    // angle (pos0 + t) * freq_base^(-2i / head_dim). x: [n][n_heads * head_dim]. Both backends keep the
+    // frequency table of the config they were made for and rebuild it if called with another base or
+    // head_dim.
     virtual void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) = 0;
     // Writes k, v ([n][n_head_kv * head_dim]) into the cache of `layer` at positions pos0 .. pos0+n-1.
     virtual void store_kv(int layer, int pos0, int n, Buf k, Buf v) = 0;
