@@ -1,12 +1,16 @@
 // NFC against the Unicode consortium's NormalizationTest.txt (columns source -> NFC, extracted into
-// tests/data/nfc_cases.txt by scripts/gen_nfc_tables.py), plus hand cases and invalid bytes.
+// tests/data/nfc_cases.txt by scripts/gen_nfc_tables.py), plus hand cases and invalid bytes; and the
+// committed tables and cases against a fresh run of the script on the Unicode data files.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <cstdint>
 #include <string>
 
+#include "helpers.h"
 #include "tokenizer/normalize.h"
 
 namespace {
@@ -36,12 +40,20 @@ std::string utf8(const std::string& hex_list) {
     return out;
 }
 
+std::string read_file(const std::filesystem::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
 }  // namespace
 
 TEST_SUITE("nfc") {
     TEST_CASE("every case of the Unicode normalization test file") {
-        std::ifstream f(std::string(MINFER_TEST_DATA) + "/nfc_cases.txt");
-        REQUIRE(f.good());
+        const std::string path = std::string(MINFER_TEST_DATA) + "/nfc_cases.txt";
+        std::ifstream f(path);
+        REQUIRE_MESSAGE(f.good(), "cannot read " << path << " (written by scripts/gen_nfc_tables.py)");
         std::string line;
         size_t n = 0, bad = 0;
         while (std::getline(f, line)) {
@@ -67,5 +79,36 @@ TEST_SUITE("nfc") {
         CHECK(nfc("a\xff" "e\xcc\x81") == "a\xff\xc3\xa9");        // an invalid byte is kept
         CHECK(nfc("\xff\xcc\x81") == "\xff\xcc\x81");              // and never composes
         CHECK(nfc("") == "");
+    }
+
+    TEST_CASE("the NFC tables and cases are what scripts/gen_nfc_tables.py writes from the Unicode data") {
+        // Everything this needs is installed by scripts/deps: a missing piece fails the test, naming it, so
+        // the check cannot pass without having run. (The script itself writes no cases without the test file.)
+        const std::filesystem::path root = std::filesystem::path(MINFER_TEST_DATA).parent_path().parent_path();
+        const std::filesystem::path script = root / "scripts/gen_nfc_tables.py";
+        const std::filesystem::path table = root / "lib/tokenizer/nfc_tables.h";
+        const std::filesystem::path cases = root / "tests/data/nfc_cases.txt";
+        const std::string ucd = "/usr/share/unicode";
+        for (const char* name : {"UnicodeData.txt", "DerivedNormalizationProps.txt", "NormalizationTest.txt.bz2"}) {
+            const std::string f = ucd + "/" + name;
+            if (!std::filesystem::exists(f)) FAIL(f << " is missing (Debian: apt-get install unicode-data)");
+        }
+        for (const std::filesystem::path& f : {script, table, cases})
+            if (!std::filesystem::exists(f)) FAIL(f.string() << " is missing: the source tree is not at " << root);
+        if (std::system("command -v python3 >/dev/null 2>&1") != 0) FAIL("python3 is not installed");
+
+        const std::string out_h = test::tmp_path("nfc_tables_regenerated.h");
+        const std::string out_cases = test::tmp_path("nfc_cases_regenerated.txt");
+        std::filesystem::remove(out_h);
+        std::filesystem::remove(out_cases);
+        const std::string cmd = "python3 '" + script.string() + "' '" + ucd + "' '" + out_h + "' '" + out_cases + "'";
+        REQUIRE(std::system(cmd.c_str()) == 0);
+        const std::string fresh_h = read_file(out_h), fresh_cases = read_file(out_cases);
+        CHECK(!fresh_h.empty());
+        CHECK(!fresh_cases.empty());
+        CHECK_MESSAGE(fresh_h == read_file(table), "lib/tokenizer/nfc_tables.h differs from the script's output; rerun it");
+        CHECK_MESSAGE(fresh_cases == read_file(cases), "tests/data/nfc_cases.txt differs from the script's output; rerun it");
+        std::filesystem::remove(out_h);
+        std::filesystem::remove(out_cases);
     }
 }

@@ -370,18 +370,13 @@ TEST_CASE("unicode tables are what scripts/gen_unicode_tables.py writes") {
     const std::filesystem::path root = source_root();
     const std::filesystem::path script = root / "scripts/gen_unicode_tables.py";
     const std::filesystem::path table = root / "lib/tokenizer/unicode_tables.h";
-    if (!std::filesystem::exists("/usr/share/unicode/UnicodeData.txt")) {
-        MESSAGE("skipped: /usr/share/unicode/UnicodeData.txt is missing (Debian: apt-get install unicode-data)");
-        return;
-    }
-    if (!std::filesystem::exists(script) || !std::filesystem::exists(table)) {
-        MESSAGE("skipped: the source tree is not at " << root);
-        return;
-    }
-    if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
-        MESSAGE("skipped: python3 is not installed");
-        return;
-    }
+    // Everything this needs is installed by scripts/deps: a missing piece fails the test, naming it, so the
+    // check cannot pass without having run.
+    for (const std::string f : {"/usr/share/unicode/UnicodeData.txt", "/usr/share/unicode/PropList.txt"})
+        if (!std::filesystem::exists(f)) FAIL(f << " is missing (Debian: apt-get install unicode-data)");
+    for (const std::filesystem::path& f : {script, table})
+        if (!std::filesystem::exists(f)) FAIL(f.string() << " is missing: the source tree is not at " << root);
+    if (std::system("command -v python3 >/dev/null 2>&1") != 0) FAIL("python3 is not installed");
     const std::string out = test::tmp_path("unicode_tables_regenerated.h");
     std::filesystem::remove(out);
     const std::string cmd = "python3 '" + script.string() + "' --out '" + out + "'";
