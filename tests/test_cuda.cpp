@@ -468,8 +468,8 @@ TEST_SUITE("cuda") {
     // weights: single tokens at positions 0 and 1 (the mat-vec path), a 108-token prefill (the GEMM path,
     // positions 2..109), a single token at 110, then 16 greedy decode steps, each compared on the sequence
     // the GPU chose. Bound 2e-3: the CUDA path (f16 GEMM operands and KV cache, f32 accumulation) measured
-    // 4e-4 to 7e-4 on these models; the smallest planted bug moves the logits by 4.1e-3 (the mutation
-    // check below shows each one failing every comparison that can see it).
+    // at most 7.9e-4 on the H200 (2026-12-01, every mix, position and step); the mutation check below
+    // shows each planted bug failing the comparisons past position 1.
     TEST_CASE("whole models: CUDA logits against the float64 reference, Qwen2 and Qwen3, every mix") {
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
             for (const std::string mix : kWholeModelMixes) {
@@ -484,9 +484,12 @@ TEST_SUITE("cuda") {
             }
     }
 
-    // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison that can see
-    // it fails. Position 0 cannot (RoPE is the identity there and attention over one key returns its
-    // value), so the single token at position 0 is left out.
+    // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
+    // first two positions fails. Position 0 cannot see the positional and attention bugs (RoPE is the
+    // identity there and attention over one key returns its value), and position 1 barely does: measured
+    // on the H200 (2026-12-01), the RoPE base moves qwen2-tiny's logits there by only 1.5e-3 and the q/k
+    // bias by 2.9e-3, against 5.0e-3 and more at position 109, 110 and in every decode step. So the bound
+    // (2e-3) sits between the worst measured error (7.9e-4) and the smallest shift where the check looks.
     TEST_CASE("mutation check: every planted bug fails the CUDA whole-model comparisons") {
         namespace testing = minfer::engine::testing;
         const struct {
@@ -501,7 +504,8 @@ TEST_SUITE("cuda") {
         for (const auto& pc : cases)
             for (const std::string& preset : pc.presets)
                 for (const std::string mix : kWholeModelMixes) {
-                    CAPTURE(testing::plant_name(pc.plant));
+                    const std::string plant = testing::plant_name(pc.plant);
+                    CAPTURE(plant);
                     CAPTURE(preset);
                     CAPTURE(mix);
                     const std::string path = synth_model(preset, mix);
@@ -515,9 +519,9 @@ TEST_SUITE("cuda") {
                     }
                     testing::set_plant(testing::kPlantNone);
                     for (const WholeModelComparison& c : cs) {
-                        if (c.what == "position 0") continue;
+                        if (c.what == "position 0" || c.what == "position 1") continue;
                         CAPTURE(c.what);
-                        MESSAGE(testing::plant_name(pc.plant), " ", preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
+                        MESSAGE(plant, " ", preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
                         CHECK(c.err > kCudaBound);
                     }
                 }
