@@ -168,7 +168,9 @@ MINFER_API minfer_status minfer_option_info(size_t index, const char** name, min
 
 /* ---- models --------------------------------------------------------------------------------- */
 
-/* Opens and validates a GGUF model with the process-wide option defaults. On failure *out is NULL. */
+/* Opens and validates a GGUF model with the process-wide option defaults. On failure *out is NULL.
+ * A path that is not a regular file (a FIFO, a directory, a device) is refused with MINFER_ERR_IO
+ * before it is opened, so the call never waits for a writer. */
 MINFER_API minfer_status minfer_open(const char* path, minfer_model** out);
 /* The same, with `n_options` key/value pairs applied on top of the defaults for this model only
  * (load-time and runtime options alike). Every pair is validated before anything is loaded. */

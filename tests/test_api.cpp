@@ -2,8 +2,14 @@
 // callbacks, thread-local errors, synth.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <thread>
 
@@ -29,6 +35,13 @@ minfer_model* open_cpu(const std::string& path) {
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// A fresh empty directory under the build's test directory.
+std::string temp_dir(const char* name) {
+    std::string pattern = test::tmp_path(std::string(name) + "-XXXXXX");
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    return pattern;
 }
 
 }  // namespace
@@ -322,6 +335,45 @@ TEST_SUITE("api") {
         CHECK(st2 == (probe.n_devices > 0 ? MINFER_OK : st));
         if (st2 == MINFER_OK) CHECK(std::string(minfer_model_device(m)) == "cuda");
         minfer_close(m);
+    }
+
+    TEST_CASE("open refuses what is not a regular file at once: a FIFO with no writer, a directory, a device") {
+        const std::string dir = temp_dir("api-not-regular");
+        const std::string fifo = dir + "/model.gguf";
+        REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+        // In a thread with a time limit, so that a regression fails here instead of hanging the suite.
+        auto opened = std::async(std::launch::async, [&] {
+            minfer_model* m = nullptr;
+            const minfer_status st = minfer_open(fifo.c_str(), &m);
+            const std::string msg = minfer_last_error();
+            minfer_close(m);
+            return std::make_pair(st, msg);
+        });
+        if (opened.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+            // Unblock the reader: open the FIFO for writing, then close it.
+            for (int i = 0; i < 100 && opened.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout; ++i) {
+                const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+                if (fd >= 0) ::close(fd);
+            }
+            FAIL_CHECK("minfer_open blocked on a FIFO with no writer");
+        }
+        const auto [st, msg] = opened.get();
+        CHECK(st == MINFER_ERR_IO);
+        CHECK_MESSAGE(msg.find("FIFO") != std::string::npos, msg);
+        CHECK(msg.find(fifo) != std::string::npos);
+
+        minfer_model* m = reinterpret_cast<minfer_model*>(0x1);
+        CHECK(minfer_open(dir.c_str(), &m) == MINFER_ERR_IO);
+        CHECK(m == nullptr);
+        std::string why = minfer_last_error();
+        CHECK_MESSAGE(why.find("directory") != std::string::npos, why);
+        for (const char* dev : {"/dev/zero", "/dev/null"}) {
+            CHECK(minfer_open(dev, &m) == MINFER_ERR_IO);
+            why = minfer_last_error();
+            CHECK_MESSAGE(why.find("character device") != std::string::npos, why);
+        }
+        ::unlink(fifo.c_str());
+        ::rmdir(dir.c_str());
     }
 
     TEST_CASE("synth: presets, determinism, errors") {

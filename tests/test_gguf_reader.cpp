@@ -131,7 +131,7 @@ TEST_SUITE("gguf_reader") {
             FAIL("opened a directory");
         } catch (const minfer::Error& e) {
             CHECK(e.status() == MINFER_ERR_IO);
-            CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);
+            CHECK(std::string(e.what()).find("not a regular file but a directory") != std::string::npos);
         }
         const std::string empty = test::tmp_path("empty.gguf");
         test::write_bytes(empty, {});

@@ -194,27 +194,46 @@ bool Value::as_float(double* out) const {
     return true;
 }
 
+namespace {
+
+// What a path that is not a regular file is, for the message.
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "another kind of file";
+}
+
+[[noreturn]] void not_regular(const std::string& path, mode_t mode) {
+    fail(MINFER_ERR_IO, "cannot open '%s': it is not a regular file but %s", path.c_str(), file_kind(mode));
+}
+
+}  // namespace
+
 std::shared_ptr<Storage> map_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    // Refuse what is not a regular file before opening it: opening a FIFO blocks until a writer comes,
+    // and opening a device can have effects of its own. The open itself is non-blocking, and the check
+    // is repeated on the descriptor, for a path that changes in between.
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        ::close(fd);
-        fail(MINFER_ERR_IO, "cannot stat '%s': %s", path.c_str(), std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail(MINFER_ERR_IO, "'%s' is not a regular file", path.c_str());
-    }
-    if (st.st_size == 0) {
-        ::close(fd);
-        fail(MINFER_ERR_BAD_MODEL, "%s: the file is empty, not a GGUF file", path.c_str());
-    }
+    if (::stat(path.c_str(), &st) != 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    if (fstat(fd, &st) != 0) fail(MINFER_ERR_IO, "cannot stat '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    // Reads of a regular file block as usual.
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        fail(MINFER_ERR_IO, "cannot open '%s': fcntl: %s", path.c_str(), std::strerror(errno));
+    if (st.st_size == 0) fail(MINFER_ERR_BAD_MODEL, "%s: the file is empty, not a GGUF file", path.c_str());
     void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) fail(MINFER_ERR_IO, "cannot map '%s': %s", path.c_str(), std::strerror(e));
+    if (p == MAP_FAILED) fail(MINFER_ERR_IO, "cannot map '%s': %s", path.c_str(), std::strerror(errno));
     return std::make_shared<MappedFile>(p, static_cast<uint64_t>(st.st_size));
 }
 
