@@ -282,8 +282,9 @@ MINFER_API int32_t minfer_context_n_ctx(const minfer_context* ctx);
 MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
 
 /* Appends `n` tokens (ids in [0, n_vocab)) to the context and computes the logits of the last one.
- * MINFER_ERR_INVALID_ARGUMENT for a bad id, MINFER_ERR_CONTEXT_FULL when they do not fit; on any error
- * the context is unchanged. */
+ * MINFER_ERR_CONTEXT_FULL when they do not fit, checked first: then no token is read, so `n` beyond
+ * the buffer is refused safely. MINFER_ERR_INVALID_ARGUMENT for a bad id. On any error the context is
+ * unchanged. */
 MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* tokens, size_t n);
 /* Picks the next token from the current logits with the context's sampler (greedy by default: the
  * highest logit, the lowest id on ties), appends it, computes the logits that follow it and returns it

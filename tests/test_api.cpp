@@ -376,6 +376,27 @@ TEST_SUITE("api") {
         ::rmdir(dir.c_str());
     }
 
+    TEST_CASE("prefill checks room before it reads a token: a huge n reads nothing") {
+        minfer_model* m = open_cpu(tiny_path());
+        REQUIRE(minfer_set_option(m, "ctx_len", "4") == MINFER_OK);
+        minfer_context* ctx = nullptr;
+        REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+        // One valid token on the heap, and n far beyond it: reading past it is what ASan would report.
+        const std::vector<int32_t> one(1, 1);
+        CHECK(minfer_prefill(ctx, one.data(), size_t{1} << 30) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(std::string(minfer_last_error()).find("do not fit") != std::string::npos);
+        CHECK(minfer_prefill(ctx, one.data(), SIZE_MAX) == MINFER_ERR_CONTEXT_FULL);
+        // Room is checked first: too many tokens with a bad one among them is CONTEXT_FULL.
+        const int32_t bad[] = {1, 2, 512, 3, 4};
+        CHECK(minfer_prefill(ctx, bad, 5) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(minfer_prefill(ctx, bad, 4) == MINFER_ERR_INVALID_ARGUMENT);
+        REQUIRE(minfer_prefill(ctx, one.data(), 1) == MINFER_OK);
+        CHECK(minfer_prefill(ctx, bad, 4) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(minfer_context_n_past(ctx) == 1);
+        minfer_context_free(ctx);
+        minfer_close(m);
+    }
+
     TEST_CASE("synth: presets, determinism, errors") {
         std::set<std::string> names;
         for (size_t i = 0; i < minfer_synth_preset_count(); ++i) names.insert(minfer_synth_preset_name(i));

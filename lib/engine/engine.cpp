@@ -148,12 +148,14 @@ void Context::run(const int32_t* tokens, size_t n) {
 void Context::prefill(const int32_t* tokens, size_t n) {
     if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: no tokens");
     if (!tokens) fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: tokens is NULL");
+    // Room first: n is the caller's claim about its buffer, and when the tokens cannot fit there is no
+    // reason to read any of them (a huge n would read far past the buffer).
+    if (n > static_cast<size_t>(n_ctx_ - n_past_))
+        fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past_, n_ctx_);
     const int32_t n_vocab = model_->config().n_vocab;
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: token %d at index %zu is outside the vocabulary [0, %d)", tokens[i], i, n_vocab);
-    if (n > static_cast<size_t>(n_ctx_ - n_past_))
-        fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past_, n_ctx_);
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "prefill: %zu tokens at position %d", n, n_past_);
     run(tokens, n);
     generated_.clear();

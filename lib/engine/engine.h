@@ -71,6 +71,7 @@ public:
     int32_t n_past() const { return n_past_; }
 
     // Each validates first and throws Error; on any error the context is unchanged.
+    // prefill checks room before it reads a token: an n beyond the room reads nothing.
     void prefill(const int32_t* tokens, size_t n);
     int32_t decode();  // greedy: the highest logit, the lowest id on ties
     void copy_logits(float* out, size_t cap) const;
