@@ -25,8 +25,11 @@
  * minfer_open and may be shared by any number of threads and contexts; setting a runtime option on a
  * model is safe while other threads use it. A context holds mutable state (the KV cache) and is used by
  * one thread at a time: a second concurrent call on the same context returns MINFER_ERR_BUSY and
- * changes nothing. Process-wide defaults (minfer_set_option with a NULL model), the log callback and the
- * progress callback are guarded by a lock; models opened afterwards see the new values.
+ * changes nothing. The exceptions are minfer_context_n_ctx, minfer_context_n_past and
+ * minfer_context_stop_reason: they never fail and may be called at any time, also while another thread
+ * prefills or decodes on that context (they then see the state before or after that call).
+ * Process-wide defaults (minfer_set_option with a NULL model), the log callback and the progress
+ * callback are guarded by a lock; models opened afterwards see the new values.
  * minfer_last_error() is per thread.
  *
  * Errors: every function that can fail returns a minfer_status. MINFER_OK is 0; any other value is a
@@ -278,7 +281,7 @@ MINFER_API minfer_status minfer_context_create(minfer_model* model, minfer_conte
 /* NULL is a no-op. */
 MINFER_API void minfer_context_free(minfer_context* ctx);
 MINFER_API int32_t minfer_context_n_ctx(const minfer_context* ctx);
-/* Tokens currently held in the KV cache. */
+/* Tokens currently held in the KV cache. Any thread, at any time (see "Thread safety"). */
 MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
 
 /* Appends `n` tokens (ids in [0, n_vocab)) to the context and computes the logits of the last one.
@@ -395,7 +398,8 @@ typedef enum minfer_stop_reason {
     MINFER_STOP_EOG = 1,    /* the last decoded token ends generation (minfer_token_is_eog) */
     MINFER_STOP_STRING = 2  /* the generated text now contains a stop string */
 } minfer_stop_reason;
-/* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. */
+/* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. Any
+ * thread, at any time (see "Thread safety"). */
 MINFER_API minfer_stop_reason minfer_context_stop_reason(const minfer_context* ctx);
 
 /* ---- synthetic models ----------------------------------------------------------------------- */
