@@ -292,7 +292,8 @@ MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* toke
 /* Picks the next token from the current logits with the context's sampler (greedy by default: the
  * highest logit, the lowest id on ties), appends it, computes the logits that follow it and returns it
  * in *token. Needs logits (a prefill or
- * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room, leaving the context unchanged. */
+ * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room. On any error the context is
+ * unchanged, the sampler's generator included: the next decode draws what this one would have drawn. */
 MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
 /* Copies the logits of the last processed position (n_vocab floats) into out (cap floats).
  * MINFER_ERR_INVALID_ARGUMENT when there are none yet (after create, reset or truncate). */

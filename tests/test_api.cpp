@@ -13,6 +13,7 @@
 #include <iterator>
 #include <thread>
 
+#include "cpu/cpu_ops.h"
 #include "device/device.h"
 #include "helpers.h"
 
@@ -35,6 +36,12 @@ minfer_model* open_cpu(const std::string& path) {
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<float> logits_of(minfer_context* ctx, const minfer_model* m) {
+    std::vector<float> out(static_cast<size_t>(minfer_model_n_vocab(m)));
+    REQUIRE(minfer_context_logits(ctx, out.data(), out.size()) == MINFER_OK);
+    return out;
 }
 
 // A fresh empty directory under the build's test directory.
@@ -394,6 +401,55 @@ TEST_SUITE("api") {
         CHECK(minfer_prefill(ctx, bad, 4) == MINFER_ERR_CONTEXT_FULL);
         CHECK(minfer_context_n_past(ctx) == 1);
         minfer_context_free(ctx);
+        minfer_close(m);
+    }
+
+    TEST_CASE("a decode whose forward fails leaves the context unchanged, its generator included") {
+        minfer_model* m = open_cpu(tiny_path());
+        minfer_sampler_params p;
+        minfer_sampler_params_init(&p);
+        p.temperature = 1.5f;
+        p.top_k = 0;
+        p.top_p = 1.0f;
+        p.min_p = 0.0f;
+        p.seed = 1234;
+        minfer_context *a = nullptr, *b = nullptr;
+        REQUIRE(minfer_context_create(m, &a) == MINFER_OK);
+        REQUIRE(minfer_context_create(m, &b) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30};
+        for (minfer_context* c : {a, b}) {
+            REQUIRE(minfer_context_set_sampler(c, &p) == MINFER_OK);
+            REQUIRE(minfer_prefill(c, prompt, 3) == MINFER_OK);
+        }
+        const std::vector<float> before = logits_of(a, m);
+        int32_t tok = -7;
+        minfer::cpu::testing::fail_next_forwards(1);
+        CHECK(minfer_decode(a, &tok) == MINFER_ERR_INTERNAL);
+        minfer::cpu::testing::fail_next_forwards(0);
+        CHECK(std::string(minfer_last_error()).find("injected fault") != std::string::npos);
+        CHECK(tok == -7);
+        CHECK(minfer_context_n_past(a) == 3);
+        CHECK(logits_of(a, m) == before);
+        CHECK(minfer_context_stop_reason(a) == MINFER_STOP_NONE);
+        // The failed decode drew nothing: from here a and b, alike so far, sample the same tokens.
+        std::vector<int32_t> ta, tb;
+        for (int i = 0; i < 16; ++i) {
+            int32_t x = -1, y = -1;
+            REQUIRE(minfer_decode(a, &x) == MINFER_OK);
+            REQUIRE(minfer_decode(b, &y) == MINFER_OK);
+            ta.push_back(x);
+            tb.push_back(y);
+        }
+        CHECK(ta == tb);
+        CHECK(logits_of(a, m) == logits_of(b, m));
+        // A failed prefill changes nothing either.
+        minfer::cpu::testing::fail_next_forwards(1);
+        CHECK(minfer_prefill(a, prompt, 3) == MINFER_ERR_INTERNAL);
+        minfer::cpu::testing::fail_next_forwards(0);
+        CHECK(minfer_context_n_past(a) == 19);
+        CHECK(logits_of(a, m) == logits_of(b, m));
+        minfer_context_free(a);
+        minfer_context_free(b);
         minfer_close(m);
     }
 

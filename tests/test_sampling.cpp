@@ -583,6 +583,19 @@ TEST_SUITE("sampling") {
         c.sample(logits, {});
         d.sample(std::vector<float>{5.0f, -kInf, kNaN}, {});  // even a one-candidate call draws
         CHECK(draws(c, logits, 200) == draws(d, logits, 200));
+
+        // Drawing from a copy of the generator leaves the sampler's own alone until it is set.
+        Sampler e, f;
+        e.configure(p);
+        f.configure(p);
+        Sampler::Generator gen = e.generator();
+        const int32_t first = e.sample(logits, {}, gen);
+        CHECK(gen != e.generator());
+        CHECK(e.generator() == f.generator());
+        CHECK(e.sample(logits, {}) == first);  // the same draw, now from its own generator
+        CHECK(e.generator() == gen);
+        e.set_generator(f.generator());  // back
+        CHECK(draws(e, logits, 50) == draws(f, logits, 50));
     }
 
     TEST_CASE("validation names the field and changes nothing") {

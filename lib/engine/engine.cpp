@@ -167,9 +167,13 @@ int32_t Context::decode() {
     if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
     const int32_t n_past = n_past_.load(std::memory_order_relaxed);
     if (n_past >= n_ctx_) fail(MINFER_ERR_CONTEXT_FULL, "decode: the context is full (%d tokens)", n_ctx_);
-    const int32_t token = sampler_.sample(logits_, history_);
+    // Sample from a copy of the generator and keep the draw only once the forward succeeded, so a
+    // failed decode (every token banned, a failed forward) leaves the context as it was.
+    sampling::Sampler::Generator gen = sampler_.generator();
+    const int32_t token = sampler_.sample(logits_, history_, gen);
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past);
     run(&token, 1);
+    sampler_.set_generator(gen);
     minfer_stop_reason reason = MINFER_STOP_NONE;
     if (model_->is_eog(token)) {
         reason = MINFER_STOP_EOG;

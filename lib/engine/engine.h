@@ -75,7 +75,9 @@ public:
     // Each validates first and throws Error; on any error the context is unchanged.
     // prefill checks room before it reads a token: an n beyond the room reads nothing.
     void prefill(const int32_t* tokens, size_t n);
-    int32_t decode();  // greedy: the highest logit, the lowest id on ties
+    // Samples with the context's sampler (greedy by default); the sampler's generator advances only when
+    // the forward succeeds.
+    int32_t decode();
     void copy_logits(float* out, size_t cap) const;
     void reset();
     void truncate(int32_t n_keep);

@@ -71,7 +71,7 @@ uint64_t splitmix64(uint64_t& state) {
     return z ^ (z >> 31);
 }
 
-uint64_t next_u64(uint64_t (&s)[4]) {
+uint64_t next_u64(Sampler::Generator& s) {
     const uint64_t out = rotl(s[1] * 5, 7) * 9;
     const uint64_t t = s[1] << 17;
     s[2] ^= s[0];
@@ -84,7 +84,7 @@ uint64_t next_u64(uint64_t (&s)[4]) {
 }
 
 // Uniform in [0, 1): the top 53 bits of one output, scaled exactly.
-double next_uniform(uint64_t (&s)[4]) { return static_cast<double>(next_u64(s) >> 11) * 0x1.0p-53; }
+double next_uniform(Sampler::Generator& s) { return static_cast<double>(next_u64(s) >> 11) * 0x1.0p-53; }
 
 // Up to this top_k a bounded heap picks the candidates; above it, a selection over all of them.
 constexpr size_t kHeapMax = 4096;
@@ -297,6 +297,13 @@ void Sampler::set_bias(int32_t token, float bias) {
 void Sampler::clear_bias() { bias_.clear(); }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+    Generator gen = rng_;
+    const int32_t token = sample(logits, history, gen);
+    rng_ = gen;
+    return token;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen) {
     const size_t n = logits.size();
     if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
     if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
@@ -336,7 +343,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     if (!(P.temperature > 0.0f)) return argmax(work_);
 
     // 5. the one uniform of this call
-    const double u = next_uniform(rng_);
+    const double u = next_uniform(gen);
 
     // 6. candidates and top-k, with the top-p total z and min-p folded in where that saves work. z is
     // taken over the top-k candidates before min-p removes any, so applying min-p first gives the same
