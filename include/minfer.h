@@ -292,8 +292,10 @@ MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* toke
 /* Picks the next token from the current logits with the context's sampler (greedy by default: the
  * highest logit, the lowest id on ties), appends it, computes the logits that follow it and returns it
  * in *token. Needs logits (a prefill or
- * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room. On any error the context is
- * unchanged, the sampler's generator included: the next decode draws what this one would have drawn. */
+ * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room; MINFER_ERR_INVALID_ARGUMENT when
+ * every token is banned (each logit is -INFINITY or NaN after the penalties and the logit bias). On any
+ * error the context is unchanged, the sampler's generator included: the next decode draws what this one
+ * would have drawn. */
 MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
 /* Copies the logits of the last processed position (n_vocab floats) into out (cap floats).
  * MINFER_ERR_INVALID_ARGUMENT when there are none yet (after create, reset or truncate). */
@@ -386,8 +388,8 @@ MINFER_API void minfer_sampler_params_init(minfer_sampler_params* params);
 /* Validates and applies; MINFER_ERR_INVALID_ARGUMENT (naming the field) changes nothing. Contexts
  * start greedy (temperature 0). Reseeds the generator. */
 MINFER_API minfer_status minfer_context_set_sampler(minfer_context* ctx, const minfer_sampler_params* params);
-/* Adds `bias` to the logit of `token` before sampling (-INFINITY bans it); a second call for the same
- * token replaces it. */
+/* Adds `bias` to the logit of `token` before sampling (-INFINITY bans it; with every token banned,
+ * minfer_decode fails); a second call for the same token replaces it. */
 MINFER_API minfer_status minfer_context_set_logit_bias(minfer_context* ctx, int32_t token, float bias);
 MINFER_API minfer_status minfer_context_clear_logit_bias(minfer_context* ctx);
 /* Stop strings: after each decode, the context checks whether the text generated since the last

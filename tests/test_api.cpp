@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <future>
 #include <iterator>
@@ -450,6 +451,56 @@ TEST_SUITE("api") {
         CHECK(logits_of(a, m) == logits_of(b, m));
         minfer_context_free(a);
         minfer_context_free(b);
+        minfer_close(m);
+    }
+
+    TEST_CASE("decode refuses when every token is banned, and changes nothing") {
+        minfer_model* m = open_cpu(tiny_path());
+        const int32_t n_vocab = minfer_model_n_vocab(m);
+        minfer_context *ctx = nullptr, *ref = nullptr;
+        REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+        REQUIRE(minfer_context_create(m, &ref) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30};
+        minfer_sampler_params p;
+        minfer_sampler_params_init(&p);
+        p.seed = 99;
+        for (float temperature : {0.0f, 0.8f}) {
+            CAPTURE(temperature);
+            p.temperature = temperature;
+            for (minfer_context* c : {ctx, ref}) {
+                REQUIRE(minfer_context_reset(c) == MINFER_OK);
+                REQUIRE(minfer_context_set_sampler(c, &p) == MINFER_OK);
+                REQUIRE(minfer_prefill(c, prompt, 3) == MINFER_OK);
+            }
+            for (int32_t t = 0; t < n_vocab; ++t) REQUIRE(minfer_context_set_logit_bias(ctx, t, -INFINITY) == MINFER_OK);
+            const std::vector<float> before = logits_of(ctx, m);
+            int32_t tok = -7;
+            CHECK(minfer_decode(ctx, &tok) == MINFER_ERR_INVALID_ARGUMENT);
+            const std::string why = minfer_last_error();
+            CHECK_MESSAGE(why.find("every token is banned") != std::string::npos, why);
+            CHECK(tok == -7);
+            CHECK(minfer_context_n_past(ctx) == 3);
+            CHECK(logits_of(ctx, m) == before);
+            // Lifting the bans: the same tokens as a context that never had them (no random number was
+            // drawn by the refused call).
+            REQUIRE(minfer_context_clear_logit_bias(ctx) == MINFER_OK);
+            for (int i = 0; i < 8; ++i) {
+                int32_t x = -1, y = -1;
+                REQUIRE(minfer_decode(ctx, &x) == MINFER_OK);
+                REQUIRE(minfer_decode(ref, &y) == MINFER_OK);
+                CHECK(x == y);
+            }
+        }
+        // One token left unbanned is the one chosen.
+        REQUIRE(minfer_context_reset(ctx) == MINFER_OK);
+        REQUIRE(minfer_prefill(ctx, prompt, 3) == MINFER_OK);
+        for (int32_t t = 0; t < n_vocab; ++t)
+            REQUIRE(minfer_context_set_logit_bias(ctx, t, t == 77 ? 0.0f : -INFINITY) == MINFER_OK);
+        int32_t tok = -1;
+        REQUIRE(minfer_decode(ctx, &tok) == MINFER_OK);
+        CHECK(tok == 77);
+        minfer_context_free(ctx);
+        minfer_context_free(ref);
         minfer_close(m);
     }
 

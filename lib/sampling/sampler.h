@@ -33,7 +33,9 @@ public:
     void set_generator(const Generator& g) { rng_ = g; }
 
     // Picks a token from `logits` (n_vocab floats, not modified) given the context's token history
-    // (oldest first). Deterministic for a given seed, settings, logits and history.
+    // (oldest first). Deterministic for a given seed, settings, logits and history. Throws
+    // Error(MINFER_ERR_INVALID_ARGUMENT) when every token is banned (each logit is -INFINITY or NaN
+    // after the penalties and the logit bias); the generator then stays as it was.
     int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
     // The same, drawing from `gen` instead of the sampler's own generator, which is left alone: the
     // caller keeps the draw with set_generator(gen), or drops it.
