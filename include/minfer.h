@@ -36,6 +36,11 @@
  * failure, and minfer_last_error() on the same thread then holds a message naming what went wrong (the
  * key, the tensor, the byte offset). Nothing in this library aborts, exits or throws across this
  * interface, and it reads no environment variable: behaviour is chosen with options only.
+ * One hazard is outside its control: by default the model file is mapped into memory (option `mmap`),
+ * and if it is truncated or rewritten in place on disk while the model is open, the next read of a page
+ * that vanished raises SIGBUS, which kills the process. A service that cannot rule that out opens its
+ * models with mmap=false, which copies the file into process memory at open. (Replacing the file by a
+ * rename, as minfer_synth does, is safe either way.)
  *
  * Strings returned as `const char*` are owned by the library. Strings written into caller buffers
  * follow one convention: (buf, cap, len_out); *len_out receives the full length without the NUL; if cap

@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -502,6 +504,73 @@ TEST_SUITE("api") {
         minfer_context_free(ctx);
         minfer_context_free(ref);
         minfer_close(m);
+    }
+
+    TEST_CASE("mmap=false copies the file at load: truncating it on disk afterwards changes nothing") {
+        const std::string path = test::tmp_path("api-load-copy.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", 21) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30, 40};
+        auto run = [&](minfer_model* m, std::vector<float>* logits) {
+            minfer_context* ctx = nullptr;
+            REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+            std::vector<int32_t> toks;
+            REQUIRE(minfer_prefill(ctx, prompt, 4) == MINFER_OK);
+            for (int i = 0; i < 4; ++i) {
+                int32_t t = -1;
+                REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
+                toks.push_back(t);
+            }
+            *logits = logits_of(ctx, m);
+            minfer_context_free(ctx);
+            return toks;
+        };
+        const char* k[] = {"device", "mmap"};
+        const char* v[] = {"cpu", "false"};
+        minfer_model* m = nullptr;
+        REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 2, &m) == MINFER_OK, std::string(minfer_last_error()));
+        char buf[16];
+        size_t len = 0;
+        REQUIRE(minfer_get_option(m, "mmap", buf, sizeof buf, &len) == MINFER_OK);
+        CHECK(std::string(buf) == "false");
+        CHECK(minfer_set_option(m, "mmap", "true") == MINFER_ERR_OPTION_LOCKED);
+        std::vector<float> l1, l2;
+        const std::vector<int32_t> t1 = run(m, &l1);
+        REQUIRE(::truncate(path.c_str(), 0) == 0);
+        const std::vector<int32_t> t2 = run(m, &l2);
+        CHECK(t1 == t2);
+        CHECK(l1 == l2);
+        char name[128];
+        CHECK(minfer_model_meta_string(m, "general.name", name, sizeof name, &len) == MINFER_OK);  // metadata too
+        CHECK(std::string(name).find("qwen2-tiny") != std::string::npos);
+        minfer_close(m);
+
+        // The default maps the file: the same truncation kills the process with SIGBUS on the next read
+        // of the weights (in a child process; under ASan its handler reports the fault and aborts).
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", 21) == MINFER_OK);
+        const pid_t child = fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            minfer_model* mm = nullptr;
+            const char* kk[] = {"device", "threads"};
+            const char* vv[] = {"cpu", "1"};
+            if (minfer_open_with_options(path.c_str(), kk, vv, 2, &mm) != MINFER_OK) _exit(2);
+            minfer_context* ctx = nullptr;
+            if (minfer_context_create(mm, &ctx) != MINFER_OK) _exit(3);
+            // Exit quietly on SIGBUS where the handler can be installed (ASan may keep its own).
+            struct sigaction sa = {};
+            sa.sa_handler = [](int) { _exit(42); };
+            sigaction(SIGBUS, &sa, nullptr);
+            if (::truncate(path.c_str(), 0) != 0) _exit(4);
+            minfer_prefill(ctx, prompt, 4);
+            _exit(0);
+        }
+        int status = 0;
+        REQUIRE(waitpid(child, &status, 0) == child);
+        // 42: our SIGBUS handler ran; killed by SIGBUS, or by SIGABRT from ASan's report of it.
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        CHECK_MESSAGE((code == 42 || sig == SIGBUS || sig == SIGABRT), "the child ended with status ", code, ", signal ", sig);
+        ::unlink(path.c_str());
     }
 
     TEST_CASE("synth: presets, determinism, errors") {

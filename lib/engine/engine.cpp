@@ -18,7 +18,8 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
     const int level = m->log_level();
     report_progress("load", 0, 3);
     try {
-        m->file_ = gguf::File::open(path);
+        // mmap=false: a copy in process memory, which a file truncated on disk cannot take away.
+        m->file_ = gguf::File::open(path, m->options_.get(options::Id::mmap) == 0);
         report_progress("load", 1, 3);
         m->config_ = model::read_config(*m->file_);
         m->plan_ = model::plan_tensors(*m->file_, m->config_);
