@@ -25,14 +25,22 @@
  * minfer_open and may be shared by any number of threads and contexts; setting a runtime option on a
  * model is safe while other threads use it. A context holds mutable state (the KV cache) and is used by
  * one thread at a time: a second concurrent call on the same context returns MINFER_ERR_BUSY and
- * changes nothing. Process-wide defaults (minfer_set_option with a NULL model), the log callback and the
- * progress callback are guarded by a lock; models opened afterwards see the new values.
+ * changes nothing. The exceptions are minfer_context_n_ctx, minfer_context_n_past and
+ * minfer_context_stop_reason: they never fail and may be called at any time, also while another thread
+ * prefills or decodes on that context (they then see the state before or after that call).
+ * Process-wide defaults (minfer_set_option with a NULL model), the log callback and the progress
+ * callback are guarded by a lock; models opened afterwards see the new values.
  * minfer_last_error() is per thread.
  *
  * Errors: every function that can fail returns a minfer_status. MINFER_OK is 0; any other value is a
  * failure, and minfer_last_error() on the same thread then holds a message naming what went wrong (the
  * key, the tensor, the byte offset). Nothing in this library aborts, exits or throws across this
  * interface, and it reads no environment variable: behaviour is chosen with options only.
+ * One hazard is outside its control: by default the model file is mapped into memory (option `mmap`),
+ * and if it is truncated or rewritten in place on disk while the model is open, the next read of a page
+ * that vanished raises SIGBUS, which kills the process. A service that cannot rule that out opens its
+ * models with mmap=false, which copies the file into process memory at open. (Replacing the file by a
+ * rename, as minfer_synth does, is safe either way.)
  *
  * Strings returned as `const char*` are owned by the library. Strings written into caller buffers
  * follow one convention: (buf, cap, len_out); *len_out receives the full length without the NUL; if cap
@@ -168,7 +176,9 @@ MINFER_API minfer_status minfer_option_info(size_t index, const char** name, min
 
 /* ---- models --------------------------------------------------------------------------------- */
 
-/* Opens and validates a GGUF model with the process-wide option defaults. On failure *out is NULL. */
+/* Opens and validates a GGUF model with the process-wide option defaults. On failure *out is NULL.
+ * A path that is not a regular file (a FIFO, a directory, a device) is refused with MINFER_ERR_IO
+ * before it is opened, so the call never waits for a writer. */
 MINFER_API minfer_status minfer_open(const char* path, minfer_model** out);
 /* The same, with `n_options` key/value pairs applied on top of the defaults for this model only
  * (load-time and runtime options alike). Every pair is validated before anything is loaded. */
@@ -276,17 +286,21 @@ MINFER_API minfer_status minfer_context_create(minfer_model* model, minfer_conte
 /* NULL is a no-op. */
 MINFER_API void minfer_context_free(minfer_context* ctx);
 MINFER_API int32_t minfer_context_n_ctx(const minfer_context* ctx);
-/* Tokens currently held in the KV cache. */
+/* Tokens currently held in the KV cache. Any thread, at any time (see "Thread safety"). */
 MINFER_API int32_t minfer_context_n_past(const minfer_context* ctx);
 
 /* Appends `n` tokens (ids in [0, n_vocab)) to the context and computes the logits of the last one.
- * MINFER_ERR_INVALID_ARGUMENT for a bad id, MINFER_ERR_CONTEXT_FULL when they do not fit; on any error
- * the context is unchanged. */
+ * MINFER_ERR_CONTEXT_FULL when they do not fit, checked first: then no token is read, so `n` beyond
+ * the buffer is refused safely. MINFER_ERR_INVALID_ARGUMENT for a bad id. On any error the context is
+ * unchanged. */
 MINFER_API minfer_status minfer_prefill(minfer_context* ctx, const int32_t* tokens, size_t n);
 /* Picks the next token from the current logits with the context's sampler (greedy by default: the
  * highest logit, the lowest id on ties), appends it, computes the logits that follow it and returns it
  * in *token. Needs logits (a prefill or
- * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room, leaving the context unchanged. */
+ * decode before it); MINFER_ERR_CONTEXT_FULL when there is no room; MINFER_ERR_INVALID_ARGUMENT when
+ * every token is banned (each logit is -INFINITY or NaN after the penalties and the logit bias). On any
+ * error the context is unchanged, the sampler's generator included: the next decode draws what this one
+ * would have drawn. */
 MINFER_API minfer_status minfer_decode(minfer_context* ctx, int32_t* token);
 /* Copies the logits of the last processed position (n_vocab floats) into out (cap floats).
  * MINFER_ERR_INVALID_ARGUMENT when there are none yet (after create, reset or truncate). */
@@ -379,8 +393,8 @@ MINFER_API void minfer_sampler_params_init(minfer_sampler_params* params);
 /* Validates and applies; MINFER_ERR_INVALID_ARGUMENT (naming the field) changes nothing. Contexts
  * start greedy (temperature 0). Reseeds the generator. */
 MINFER_API minfer_status minfer_context_set_sampler(minfer_context* ctx, const minfer_sampler_params* params);
-/* Adds `bias` to the logit of `token` before sampling (-INFINITY bans it); a second call for the same
- * token replaces it. */
+/* Adds `bias` to the logit of `token` before sampling (-INFINITY bans it; with every token banned,
+ * minfer_decode fails); a second call for the same token replaces it. */
 MINFER_API minfer_status minfer_context_set_logit_bias(minfer_context* ctx, int32_t token, float bias);
 MINFER_API minfer_status minfer_context_clear_logit_bias(minfer_context* ctx);
 /* Stop strings: after each decode, the context checks whether the text generated since the last
@@ -392,7 +406,8 @@ typedef enum minfer_stop_reason {
     MINFER_STOP_EOG = 1,    /* the last decoded token ends generation (minfer_token_is_eog) */
     MINFER_STOP_STRING = 2  /* the generated text now contains a stop string */
 } minfer_stop_reason;
-/* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. */
+/* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. Any
+ * thread, at any time (see "Thread safety"). */
 MINFER_API minfer_stop_reason minfer_context_stop_reason(const minfer_context* ctx);
 
 /* ---- synthetic models ----------------------------------------------------------------------- */

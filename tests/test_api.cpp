@@ -2,11 +2,21 @@
 // callbacks, thread-local errors, synth.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <thread>
 
+#include "cpu/cpu_ops.h"
 #include "device/device.h"
 #include "helpers.h"
 
@@ -29,6 +39,19 @@ minfer_model* open_cpu(const std::string& path) {
 std::vector<uint8_t> read_file(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+std::vector<float> logits_of(minfer_context* ctx, const minfer_model* m) {
+    std::vector<float> out(static_cast<size_t>(minfer_model_n_vocab(m)));
+    REQUIRE(minfer_context_logits(ctx, out.data(), out.size()) == MINFER_OK);
+    return out;
+}
+
+// A fresh empty directory under the build's test directory.
+std::string temp_dir(const char* name) {
+    std::string pattern = test::tmp_path(std::string(name) + "-XXXXXX");
+    REQUIRE(mkdtemp(pattern.data()) != nullptr);
+    return pattern;
 }
 
 }  // namespace
@@ -322,6 +345,232 @@ TEST_SUITE("api") {
         CHECK(st2 == (probe.n_devices > 0 ? MINFER_OK : st));
         if (st2 == MINFER_OK) CHECK(std::string(minfer_model_device(m)) == "cuda");
         minfer_close(m);
+    }
+
+    TEST_CASE("open refuses what is not a regular file at once: a FIFO with no writer, a directory, a device") {
+        const std::string dir = temp_dir("api-not-regular");
+        const std::string fifo = dir + "/model.gguf";
+        REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+        // In a thread with a time limit, so that a regression fails here instead of hanging the suite.
+        auto opened = std::async(std::launch::async, [&] {
+            minfer_model* m = nullptr;
+            const minfer_status st = minfer_open(fifo.c_str(), &m);
+            const std::string msg = minfer_last_error();
+            minfer_close(m);
+            return std::make_pair(st, msg);
+        });
+        if (opened.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+            // Unblock the reader: open the FIFO for writing, then close it.
+            for (int i = 0; i < 100 && opened.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout; ++i) {
+                const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+                if (fd >= 0) ::close(fd);
+            }
+            FAIL_CHECK("minfer_open blocked on a FIFO with no writer");
+        }
+        const auto [st, msg] = opened.get();
+        CHECK(st == MINFER_ERR_IO);
+        CHECK_MESSAGE(msg.find("FIFO") != std::string::npos, msg);
+        CHECK(msg.find(fifo) != std::string::npos);
+
+        minfer_model* m = reinterpret_cast<minfer_model*>(0x1);
+        CHECK(minfer_open(dir.c_str(), &m) == MINFER_ERR_IO);
+        CHECK(m == nullptr);
+        std::string why = minfer_last_error();
+        CHECK_MESSAGE(why.find("directory") != std::string::npos, why);
+        for (const char* dev : {"/dev/zero", "/dev/null"}) {
+            CHECK(minfer_open(dev, &m) == MINFER_ERR_IO);
+            why = minfer_last_error();
+            CHECK_MESSAGE(why.find("character device") != std::string::npos, why);
+        }
+        ::unlink(fifo.c_str());
+        ::rmdir(dir.c_str());
+    }
+
+    TEST_CASE("prefill checks room before it reads a token: a huge n reads nothing") {
+        minfer_model* m = open_cpu(tiny_path());
+        REQUIRE(minfer_set_option(m, "ctx_len", "4") == MINFER_OK);
+        minfer_context* ctx = nullptr;
+        REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+        // One valid token on the heap, and n far beyond it: reading past it is what ASan would report.
+        const std::vector<int32_t> one(1, 1);
+        CHECK(minfer_prefill(ctx, one.data(), size_t{1} << 30) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(std::string(minfer_last_error()).find("do not fit") != std::string::npos);
+        CHECK(minfer_prefill(ctx, one.data(), SIZE_MAX) == MINFER_ERR_CONTEXT_FULL);
+        // Room is checked first: too many tokens with a bad one among them is CONTEXT_FULL.
+        const int32_t bad[] = {1, 2, 512, 3, 4};
+        CHECK(minfer_prefill(ctx, bad, 5) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(minfer_prefill(ctx, bad, 4) == MINFER_ERR_INVALID_ARGUMENT);
+        REQUIRE(minfer_prefill(ctx, one.data(), 1) == MINFER_OK);
+        CHECK(minfer_prefill(ctx, bad, 4) == MINFER_ERR_CONTEXT_FULL);
+        CHECK(minfer_context_n_past(ctx) == 1);
+        minfer_context_free(ctx);
+        minfer_close(m);
+    }
+
+    TEST_CASE("a decode whose forward fails leaves the context unchanged, its generator included") {
+        minfer_model* m = open_cpu(tiny_path());
+        minfer_sampler_params p;
+        minfer_sampler_params_init(&p);
+        p.temperature = 1.5f;
+        p.top_k = 0;
+        p.top_p = 1.0f;
+        p.min_p = 0.0f;
+        p.seed = 1234;
+        minfer_context *a = nullptr, *b = nullptr;
+        REQUIRE(minfer_context_create(m, &a) == MINFER_OK);
+        REQUIRE(minfer_context_create(m, &b) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30};
+        for (minfer_context* c : {a, b}) {
+            REQUIRE(minfer_context_set_sampler(c, &p) == MINFER_OK);
+            REQUIRE(minfer_prefill(c, prompt, 3) == MINFER_OK);
+        }
+        const std::vector<float> before = logits_of(a, m);
+        int32_t tok = -7;
+        minfer::cpu::testing::fail_next_forwards(1);
+        CHECK(minfer_decode(a, &tok) == MINFER_ERR_INTERNAL);
+        minfer::cpu::testing::fail_next_forwards(0);
+        CHECK(std::string(minfer_last_error()).find("injected fault") != std::string::npos);
+        CHECK(tok == -7);
+        CHECK(minfer_context_n_past(a) == 3);
+        CHECK(logits_of(a, m) == before);
+        CHECK(minfer_context_stop_reason(a) == MINFER_STOP_NONE);
+        // The failed decode drew nothing: from here a and b, alike so far, sample the same tokens.
+        std::vector<int32_t> ta, tb;
+        for (int i = 0; i < 16; ++i) {
+            int32_t x = -1, y = -1;
+            REQUIRE(minfer_decode(a, &x) == MINFER_OK);
+            REQUIRE(minfer_decode(b, &y) == MINFER_OK);
+            ta.push_back(x);
+            tb.push_back(y);
+        }
+        CHECK(ta == tb);
+        CHECK(logits_of(a, m) == logits_of(b, m));
+        // A failed prefill changes nothing either.
+        minfer::cpu::testing::fail_next_forwards(1);
+        CHECK(minfer_prefill(a, prompt, 3) == MINFER_ERR_INTERNAL);
+        minfer::cpu::testing::fail_next_forwards(0);
+        CHECK(minfer_context_n_past(a) == 19);
+        CHECK(logits_of(a, m) == logits_of(b, m));
+        minfer_context_free(a);
+        minfer_context_free(b);
+        minfer_close(m);
+    }
+
+    TEST_CASE("decode refuses when every token is banned, and changes nothing") {
+        minfer_model* m = open_cpu(tiny_path());
+        const int32_t n_vocab = minfer_model_n_vocab(m);
+        minfer_context *ctx = nullptr, *ref = nullptr;
+        REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+        REQUIRE(minfer_context_create(m, &ref) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30};
+        minfer_sampler_params p;
+        minfer_sampler_params_init(&p);
+        p.seed = 99;
+        for (float temperature : {0.0f, 0.8f}) {
+            CAPTURE(temperature);
+            p.temperature = temperature;
+            for (minfer_context* c : {ctx, ref}) {
+                REQUIRE(minfer_context_reset(c) == MINFER_OK);
+                REQUIRE(minfer_context_set_sampler(c, &p) == MINFER_OK);
+                REQUIRE(minfer_prefill(c, prompt, 3) == MINFER_OK);
+            }
+            for (int32_t t = 0; t < n_vocab; ++t) REQUIRE(minfer_context_set_logit_bias(ctx, t, -INFINITY) == MINFER_OK);
+            const std::vector<float> before = logits_of(ctx, m);
+            int32_t tok = -7;
+            CHECK(minfer_decode(ctx, &tok) == MINFER_ERR_INVALID_ARGUMENT);
+            const std::string why = minfer_last_error();
+            CHECK_MESSAGE(why.find("every token is banned") != std::string::npos, why);
+            CHECK(tok == -7);
+            CHECK(minfer_context_n_past(ctx) == 3);
+            CHECK(logits_of(ctx, m) == before);
+            // Lifting the bans: the same tokens as a context that never had them (no random number was
+            // drawn by the refused call).
+            REQUIRE(minfer_context_clear_logit_bias(ctx) == MINFER_OK);
+            for (int i = 0; i < 8; ++i) {
+                int32_t x = -1, y = -1;
+                REQUIRE(minfer_decode(ctx, &x) == MINFER_OK);
+                REQUIRE(minfer_decode(ref, &y) == MINFER_OK);
+                CHECK(x == y);
+            }
+        }
+        // One token left unbanned is the one chosen.
+        REQUIRE(minfer_context_reset(ctx) == MINFER_OK);
+        REQUIRE(minfer_prefill(ctx, prompt, 3) == MINFER_OK);
+        for (int32_t t = 0; t < n_vocab; ++t)
+            REQUIRE(minfer_context_set_logit_bias(ctx, t, t == 77 ? 0.0f : -INFINITY) == MINFER_OK);
+        int32_t tok = -1;
+        REQUIRE(minfer_decode(ctx, &tok) == MINFER_OK);
+        CHECK(tok == 77);
+        minfer_context_free(ctx);
+        minfer_context_free(ref);
+        minfer_close(m);
+    }
+
+    TEST_CASE("mmap=false copies the file at load: truncating it on disk afterwards changes nothing") {
+        const std::string path = test::tmp_path("api-load-copy.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", 21) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30, 40};
+        auto run = [&](minfer_model* m, std::vector<float>* logits) {
+            minfer_context* ctx = nullptr;
+            REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+            std::vector<int32_t> toks;
+            REQUIRE(minfer_prefill(ctx, prompt, 4) == MINFER_OK);
+            for (int i = 0; i < 4; ++i) {
+                int32_t t = -1;
+                REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
+                toks.push_back(t);
+            }
+            *logits = logits_of(ctx, m);
+            minfer_context_free(ctx);
+            return toks;
+        };
+        const char* k[] = {"device", "mmap"};
+        const char* v[] = {"cpu", "false"};
+        minfer_model* m = nullptr;
+        REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 2, &m) == MINFER_OK, std::string(minfer_last_error()));
+        char buf[16];
+        size_t len = 0;
+        REQUIRE(minfer_get_option(m, "mmap", buf, sizeof buf, &len) == MINFER_OK);
+        CHECK(std::string(buf) == "false");
+        CHECK(minfer_set_option(m, "mmap", "true") == MINFER_ERR_OPTION_LOCKED);
+        std::vector<float> l1, l2;
+        const std::vector<int32_t> t1 = run(m, &l1);
+        REQUIRE(::truncate(path.c_str(), 0) == 0);
+        const std::vector<int32_t> t2 = run(m, &l2);
+        CHECK(t1 == t2);
+        CHECK(l1 == l2);
+        char name[128];
+        CHECK(minfer_model_meta_string(m, "general.name", name, sizeof name, &len) == MINFER_OK);  // metadata too
+        CHECK(std::string(name).find("qwen2-tiny") != std::string::npos);
+        minfer_close(m);
+
+        // The default maps the file: the same truncation kills the process with SIGBUS on the next read
+        // of the weights (in a child process; under ASan its handler reports the fault and aborts).
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", 21) == MINFER_OK);
+        const pid_t child = fork();
+        REQUIRE(child >= 0);
+        if (child == 0) {
+            minfer_model* mm = nullptr;
+            const char* kk[] = {"device", "threads"};
+            const char* vv[] = {"cpu", "1"};
+            if (minfer_open_with_options(path.c_str(), kk, vv, 2, &mm) != MINFER_OK) _exit(2);
+            minfer_context* ctx = nullptr;
+            if (minfer_context_create(mm, &ctx) != MINFER_OK) _exit(3);
+            // Exit quietly on SIGBUS where the handler can be installed (ASan may keep its own).
+            struct sigaction sa = {};
+            sa.sa_handler = [](int) { _exit(42); };
+            sigaction(SIGBUS, &sa, nullptr);
+            if (::truncate(path.c_str(), 0) != 0) _exit(4);
+            minfer_prefill(ctx, prompt, 4);
+            _exit(0);
+        }
+        int status = 0;
+        REQUIRE(waitpid(child, &status, 0) == child);
+        // 42: our SIGBUS handler ran; killed by SIGBUS, or by SIGABRT from ASan's report of it.
+        const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        const int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        CHECK_MESSAGE((code == 42 || sig == SIGBUS || sig == SIGABRT), "the child ended with status ", code, ", signal ", sig);
+        ::unlink(path.c_str());
     }
 
     TEST_CASE("synth: presets, determinism, errors") {

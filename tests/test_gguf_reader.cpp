@@ -126,21 +126,41 @@ TEST_SUITE("gguf_reader") {
             CHECK(e.status() == MINFER_ERR_IO);
             CHECK(std::string(e.what()).find("/nonexistent/model.gguf") != std::string::npos);
         }
-        try {
-            File::open(MINFER_TEST_TMPDIR);
-            FAIL("opened a directory");
-        } catch (const minfer::Error& e) {
-            CHECK(e.status() == MINFER_ERR_IO);
-            CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);
+        for (bool copy : {false, true}) {
+            try {
+                File::open(MINFER_TEST_TMPDIR, copy);
+                FAIL("opened a directory");
+            } catch (const minfer::Error& e) {
+                CHECK(e.status() == MINFER_ERR_IO);
+                CHECK(std::string(e.what()).find("not a regular file but a directory") != std::string::npos);
+            }
         }
         const std::string empty = test::tmp_path("empty.gguf");
         test::write_bytes(empty, {});
-        try {
-            File::open(empty);
-            FAIL("opened an empty file");
-        } catch (const minfer::Error& e) {
-            CHECK(e.status() == MINFER_ERR_BAD_MODEL);
-            CHECK(std::string(e.what()).find("empty") != std::string::npos);
+        for (bool copy : {false, true}) {
+            try {
+                File::open(empty, copy);
+                FAIL("opened an empty file");
+            } catch (const minfer::Error& e) {
+                CHECK(e.status() == MINFER_ERR_BAD_MODEL);
+                CHECK(std::string(e.what()).find("empty") != std::string::npos);
+            }
+        }
+    }
+
+    TEST_CASE("a copied file holds the bytes of the mapped one") {
+        const std::string path = test::tmp_path("reader-copy.gguf");
+        const std::vector<uint8_t> bytes = test::TinyModel().build();
+        test::write_bytes(path, bytes);
+        const auto mapped = File::open(path, false);
+        const auto copied = File::open(path, true);
+        REQUIRE(copied->size() == bytes.size());
+        CHECK(std::memcmp(copied->bytes(), bytes.data(), bytes.size()) == 0);
+        CHECK(std::memcmp(mapped->bytes(), bytes.data(), bytes.size()) == 0);
+        CHECK(reinterpret_cast<uintptr_t>(copied->bytes()) % 4096 == 0);  // page-aligned, like a mapping
+        REQUIRE(copied->tensors().size() == mapped->tensors().size());
+        for (size_t i = 0; i < copied->tensors().size(); ++i) {
+            CHECK(copied->tensors()[i].data - copied->bytes() == mapped->tensors()[i].data - mapped->bytes());
         }
     }
 }

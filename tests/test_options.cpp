@@ -133,11 +133,12 @@ TEST_SUITE("options") {
         CHECK(get(a, "threads") == "9");
         CHECK(get(b, "threads") == "5");
         // Load-time options are refused after open, and nothing changes.
-        for (const char* key : {"device", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm"}) {
+        for (const char* key : {"device", "mmap", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm"}) {
             const std::string label = key;
             CAPTURE(label);
             const std::string before = get(a, key);
             const char* value = std::string(key) == "w16_enable_bytes" ? "1G" : std::string(key) == "fused_b" ? "true" : "cpu";
+            if (std::string(key) == "mmap") value = "false";
             if (std::string(key) == "w16_cache" || std::string(key) == "mmq") value = "on";
             if (std::string(key) == "gemm") value = "own";
             CHECK(minfer_set_option(a, key, value) == MINFER_ERR_OPTION_LOCKED);
@@ -180,7 +181,7 @@ TEST_SUITE("options") {
 
     TEST_CASE("enumeration lists every option with consistent metadata") {
         const size_t n = minfer_option_count();
-        CHECK(n == 9);
+        CHECK(n == 10);
         std::set<std::string> names;
         for (size_t i = 0; i < n; ++i) {
             const char *name = nullptr, *def = nullptr, *lo = nullptr, *hi = nullptr, *choices = nullptr, *doc = nullptr;
@@ -202,7 +203,7 @@ TEST_SUITE("options") {
                 CHECK(std::string(lo).empty());
             }
         }
-        for (const char* want : {"device", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level"})
+        for (const char* want : {"device", "mmap", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level"})
             CHECK(names.count(want) == 1);
         CHECK(minfer_option_info(n, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == MINFER_ERR_NOT_FOUND);
         CHECK(get(nullptr, "w16_enable_bytes") == "2147483648");

@@ -583,6 +583,19 @@ TEST_SUITE("sampling") {
         c.sample(logits, {});
         d.sample(std::vector<float>{5.0f, -kInf, kNaN}, {});  // even a one-candidate call draws
         CHECK(draws(c, logits, 200) == draws(d, logits, 200));
+
+        // Drawing from a copy of the generator leaves the sampler's own alone until it is set.
+        Sampler e, f;
+        e.configure(p);
+        f.configure(p);
+        Sampler::Generator gen = e.generator();
+        const int32_t first = e.sample(logits, {}, gen);
+        CHECK(gen != e.generator());
+        CHECK(e.generator() == f.generator());
+        CHECK(e.sample(logits, {}) == first);  // the same draw, now from its own generator
+        CHECK(e.generator() == gen);
+        e.set_generator(f.generator());  // back
+        CHECK(draws(e, logits, 50) == draws(f, logits, 50));
     }
 
     TEST_CASE("validation names the field and changes nothing") {
@@ -681,17 +694,33 @@ TEST_SUITE("sampling") {
         const std::vector<float> nan_first = {kNaN, 1.0f};
         CHECK(g.sample(nan_first, {}) == 1);
 
-        // Everything NaN or -inf: the fallback is the greedy answer, token 0.
+        // Everything NaN or -inf: nothing to choose. An error that says so, and the generator stays put.
+        auto refused = [](Sampler& x, const std::vector<float>& v) {
+            const Sampler::Generator before = x.generator();
+            try {
+                const int32_t t = x.sample(v, {});
+                FAIL_CHECK("token ", t, " was chosen although every token is banned");
+            } catch (const minfer::Error& e) {
+                CHECK(e.status() == MINFER_ERR_INVALID_ARGUMENT);
+                CHECK_MESSAGE(std::string(e.what()).find("every token is banned") != std::string::npos, e.what());
+            }
+            CHECK(x.generator() == before);
+        };
+        minfer_sampler_params pbig = plain(1.0f, 9);
+        pbig.top_k = 4097;  // the selection path of top-k (above the heap's limit)
+        Sampler big;
+        big.configure(pbig);
         for (const std::vector<float>& v : {std::vector<float>{kNaN, kNaN, kNaN}, std::vector<float>{-kInf, -kInf},
                                             std::vector<float>{-kInf, kNaN, -kInf}}) {
-            CHECK(g.sample(v, {}) == 0);
-            CHECK(s.sample(v, {}) == 0);
-            CHECK(k.sample(v, {}) == 0);
+            refused(g, v);
+            refused(s, v);
+            refused(k, v);
         }
+        refused(big, std::vector<float>(5000, -kInf));
         // Everything banned by bias.
         s.set_bias(0, -kInf);
         s.set_bias(1, -kInf);
-        CHECK(s.sample(std::vector<float>{1.0f, 2.0f}, {}) == 0);
+        refused(s, {1.0f, 2.0f});
         s.clear_bias();
 
         // -inf tokens are never drawn even at a huge temperature.

@@ -12,6 +12,8 @@
 namespace minfer::cpu {
 namespace {
 
+thread_local int t_faults = 0;  // testing::fail_next_forwards
+
 using engine::Buf;
 using engine::Weight;
 
@@ -178,7 +180,13 @@ public:
         for (size_t i = 0; i < x.n; ++i) x.data[i] += y.data[i];
     }
 
-    void read(Buf src, float* host) override { std::memcpy(host, src.data, src.n * sizeof(float)); }
+    void read(Buf src, float* host) override {
+        if (t_faults > 0) {
+            --t_faults;
+            fail(MINFER_ERR_INTERNAL, "injected fault (testing::fail_next_forwards)");
+        }
+        std::memcpy(host, src.data, src.n * sizeof(float));
+    }
     void write(const float* host, Buf dst) override { std::memcpy(dst.data, host, dst.n * sizeof(float)); }
 
 private:
@@ -205,6 +213,10 @@ private:
 };
 
 }  // namespace
+
+namespace testing {
+void fail_next_forwards(int count) { t_faults = count; }
+}  // namespace testing
 
 std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx) { return std::make_unique<CpuOps>(config, n_ctx); }
 

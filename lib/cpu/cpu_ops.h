@@ -13,4 +13,11 @@ namespace minfer::cpu {
 // cache does not fit.
 std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx);
 
+namespace testing {
+// Fault injection for the tests (not part of the library's interface: libminfer.so exports minfer_*
+// only). The next `count` forward calls of CPU contexts on the calling thread fail at their last step,
+// after the KV cache was written and before the logits are read, with MINFER_ERR_INTERNAL.
+void fail_next_forwards(int count);
+}  // namespace testing
+
 }  // namespace minfer::cpu

@@ -19,7 +19,8 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
     const int level = m->log_level();
     report_progress("load", 0, 3);
     try {
-        m->file_ = gguf::File::open(path);
+        // mmap=false: a copy in process memory, which a file truncated on disk cannot take away.
+        m->file_ = gguf::File::open(path, m->options_.get(options::Id::mmap) == 0);
         report_progress("load", 1, 3);
         m->config_ = model::read_config(*m->file_);
         m->plan_ = model::plan_tensors(*m->file_, m->config_);
@@ -128,7 +129,7 @@ Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
 Context::~Context() = default;
 
 void Context::run(const int32_t* tokens, size_t n) {
-    int pos = n_past_;
+    int pos = n_past_.load(std::memory_order_relaxed);
     try {
         ops_->begin(model_->options().get(options::Id::threads));
         for (size_t done = 0; done < n;) {
@@ -141,36 +142,44 @@ void Context::run(const int32_t* tokens, size_t n) {
         ops_->on_error(e);
         throw;
     }
+    history_.insert(history_.end(), tokens, tokens + n);  // may throw std::bad_alloc: before anything changes
     logits_.swap(pending_);
-    n_past_ = pos;
+    n_past_.store(pos, std::memory_order_release);
     has_logits_ = true;
-    history_.insert(history_.end(), tokens, tokens + n);
 }
 
 void Context::prefill(const int32_t* tokens, size_t n) {
     if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: no tokens");
     if (!tokens) fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: tokens is NULL");
+    // Room first: n is the caller's claim about its buffer, and when the tokens cannot fit there is no
+    // reason to read any of them (a huge n would read far past the buffer).
+    const int32_t n_past = n_past_.load(std::memory_order_relaxed);
+    if (n > static_cast<size_t>(n_ctx_ - n_past))
+        fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past, n_ctx_);
     const int32_t n_vocab = model_->config().n_vocab;
     for (size_t i = 0; i < n; ++i)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             fail(MINFER_ERR_INVALID_ARGUMENT, "prefill: token %d at index %zu is outside the vocabulary [0, %d)", tokens[i], i, n_vocab);
-    if (n > static_cast<size_t>(n_ctx_ - n_past_))
-        fail(MINFER_ERR_CONTEXT_FULL, "prefill: %zu tokens do not fit: the context holds %d of %d", n, n_past_, n_ctx_);
-    log_line(model_->log_level(), MINFER_LOG_DEBUG, "prefill: %zu tokens at position %d", n, n_past_);
+    log_line(model_->log_level(), MINFER_LOG_DEBUG, "prefill: %zu tokens at position %d", n, n_past);
     run(tokens, n);
     generated_.clear();
-    stop_reason_ = MINFER_STOP_NONE;
+    set_stop_reason(MINFER_STOP_NONE);
 }
 
 int32_t Context::decode() {
     if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
-    if (n_past_ >= n_ctx_) fail(MINFER_ERR_CONTEXT_FULL, "decode: the context is full (%d tokens)", n_ctx_);
-    const int32_t token = sampler_.sample(logits_, history_);
-    log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past_);
+    const int32_t n_past = n_past_.load(std::memory_order_relaxed);
+    if (n_past >= n_ctx_) fail(MINFER_ERR_CONTEXT_FULL, "decode: the context is full (%d tokens)", n_ctx_);
+    // Sample from a copy of the generator and keep the draw only once the forward succeeded, so a
+    // failed decode (every token banned, a failed forward) leaves the context as it was.
+    sampling::Sampler::Generator gen = sampler_.generator();
+    const int32_t token = sampler_.sample(logits_, history_, gen);
+    log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past);
     run(&token, 1);
-    stop_reason_ = MINFER_STOP_NONE;
+    sampler_.set_generator(gen);
+    minfer_stop_reason reason = MINFER_STOP_NONE;
     if (model_->is_eog(token)) {
-        stop_reason_ = MINFER_STOP_EOG;
+        reason = MINFER_STOP_EOG;
     } else if (!stops_.empty()) {
         // Look for a stop string that ends inside the new piece.
         const size_t longest = longest_stop_;
@@ -178,9 +187,10 @@ int32_t Context::decode() {
         generated_ += model_->tokenizer().piece(token);
         const size_t from = before >= longest ? before - longest + 1 : 0;
         for (const std::string& s : stops_)
-            if (generated_.find(s, from) != std::string::npos) stop_reason_ = MINFER_STOP_STRING;
+            if (generated_.find(s, from) != std::string::npos) reason = MINFER_STOP_STRING;
         if (generated_.size() > 4 * longest + 64) generated_.erase(0, generated_.size() - 2 * longest);
     }
+    set_stop_reason(reason);
     return token;
 }
 
@@ -203,21 +213,22 @@ void Context::copy_logits(float* out, size_t cap) const {
 }
 
 void Context::reset() {
-    n_past_ = 0;
+    n_past_.store(0, std::memory_order_release);
     has_logits_ = false;
     history_.clear();
     generated_.clear();
-    stop_reason_ = MINFER_STOP_NONE;
+    set_stop_reason(MINFER_STOP_NONE);
 }
 
 void Context::truncate(int32_t n_keep) {
-    if (n_keep < 0 || n_keep > n_past_)
-        fail(MINFER_ERR_INVALID_ARGUMENT, "truncate: n_keep = %d is outside [0, %d]", n_keep, n_past_);
-    n_past_ = n_keep;
+    const int32_t n_past = n_past_.load(std::memory_order_relaxed);
+    if (n_keep < 0 || n_keep > n_past)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "truncate: n_keep = %d is outside [0, %d]", n_keep, n_past);
+    n_past_.store(n_keep, std::memory_order_release);
     has_logits_ = false;
     history_.resize(static_cast<size_t>(n_keep));
     generated_.clear();
-    stop_reason_ = MINFER_STOP_NONE;
+    set_stop_reason(MINFER_STOP_NONE);
 }
 
 }  // namespace minfer::engine

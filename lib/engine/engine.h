@@ -1,5 +1,6 @@
 // Model (immutable after load, shared by contexts and threads) and Context (KV cache and sampling
-// state; one thread at a time, guarded by a busy flag).
+// state; one thread at a time, guarded by a busy flag, except for the atomic n_past and stop_reason,
+// which any thread may read at any time).
 #pragma once
 
 #include <atomic>
@@ -68,14 +69,17 @@ public:
 
     Model& model() { return *model_; }
     int32_t n_ctx() const { return n_ctx_; }
-    int32_t n_past() const { return n_past_; }
+    // Any thread, at any time, also while the thread holding the context prefills or decodes.
+    int32_t n_past() const { return n_past_.load(std::memory_order_acquire); }
 
     // Each validates first and throws Error; on any error the context is unchanged.
+    // prefill checks room before it reads a token: an n beyond the room reads nothing.
     void prefill(const int32_t* tokens, size_t n);
     // Picks the next token from the last logits with the context's sampler chain (sampler(): penalties
     // over the token history, logit bias, top-k/top-p/min-p, temperature, a seeded draw; greedy, the
     // highest logit and the lowest id on ties, when temperature <= 0, as a new context's sampler is),
     // runs it through the model and returns it. Sets stop_reason() (end of generation, a stop string).
+    // The sampler's generator advances only when the forward succeeds.
     int32_t decode();
     void copy_logits(float* out, size_t cap) const;
     void reset();
@@ -83,7 +87,8 @@ public:
 
     sampling::Sampler& sampler() { return sampler_; }
     void set_stop_strings(std::vector<std::string> stops);
-    minfer_stop_reason stop_reason() const { return stop_reason_; }
+    // Any thread, at any time, like n_past().
+    minfer_stop_reason stop_reason() const { return stop_reason_.load(std::memory_order_acquire); }
 
     // Busy guard: a second concurrent call on the same context fails with MINFER_ERR_BUSY.
     bool try_acquire() { return !busy_.exchange(true, std::memory_order_acquire); }
@@ -92,10 +97,13 @@ public:
 private:
     // Runs tokens through the model in chunks; on success the new logits replace the old ones.
     void run(const int32_t* tokens, size_t n);
+    void set_stop_reason(minfer_stop_reason r) { stop_reason_.store(r, std::memory_order_release); }
 
     std::shared_ptr<Model> model_;
     int32_t n_ctx_ = 0;
-    int32_t n_past_ = 0;
+    // Written only by the thread holding the busy flag; atomic because n_past() and stop_reason() are
+    // read without it.
+    std::atomic<int32_t> n_past_{0};
     std::unique_ptr<Ops> ops_;
     Scratch scratch_;
     std::vector<float> logits_;   // [n_vocab] of the last processed position
@@ -106,7 +114,7 @@ private:
     std::vector<std::string> stops_;
     size_t longest_stop_ = 0;       // the longest of stops_
     std::string generated_;         // bytes decoded since the last prefill, for stop strings
-    minfer_stop_reason stop_reason_ = MINFER_STOP_NONE;
+    std::atomic<minfer_stop_reason> stop_reason_{MINFER_STOP_NONE};
     std::atomic<bool> busy_{false};
 };
 

@@ -70,14 +70,19 @@ struct TensorInfo {
     const uint8_t* data = nullptr;  // points into the file
 };
 
-// Backing bytes of a file: an mmap or an owned buffer.
+// Backing bytes of a file: a mapping of the file, a copy of it in anonymous memory, or an owned buffer.
 class Storage {
 public:
     virtual ~Storage() = default;
     virtual const uint8_t* data() const = 0;
     virtual uint64_t size() const = 0;
 };
-std::shared_ptr<Storage> map_file(const std::string& path);  // throws Error(MINFER_ERR_IO)
+// The bytes of the regular file at `path`: mapped read-only (copy false; a page of the file that
+// vanishes while mapped, e.g. because the file is truncated, raises SIGBUS when read), or read into
+// process memory (copy true; later changes to the file do not reach it). Anything but a regular file
+// (a FIFO, a directory, a device) is refused before it is opened. Throws Error(MINFER_ERR_IO; an empty
+// file MINFER_ERR_BAD_MODEL; no memory for the copy MINFER_ERR_OUT_OF_MEMORY).
+std::shared_ptr<Storage> load_file(const std::string& path, bool copy);
 std::shared_ptr<Storage> copy_bytes(std::span<const uint8_t> bytes);
 
 // A parsed, validated GGUF file. Immutable; views point into the storage, which it keeps alive.
@@ -86,7 +91,9 @@ public:
     // Throws Error(MINFER_ERR_BAD_MODEL or MINFER_ERR_UNSUPPORTED) with a message naming the problem and
     // its byte offset. Never reads outside the storage.
     static std::shared_ptr<const File> parse(std::shared_ptr<Storage> storage);
-    static std::shared_ptr<const File> open(const std::string& path) { return parse(map_file(path)); }
+    static std::shared_ptr<const File> open(const std::string& path, bool copy = false) {
+        return parse(load_file(path, copy));
+    }
 
     uint32_t version() const { return version_; }
     uint32_t alignment() const { return alignment_; }

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -194,28 +195,87 @@ bool Value::as_float(double* out) const {
     return true;
 }
 
-std::shared_ptr<Storage> map_file(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+namespace {
+
+// What a path that is not a regular file is, for the message.
+const char* file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "another kind of file";
+}
+
+[[noreturn]] void not_regular(const std::string& path, mode_t mode) {
+    fail(MINFER_ERR_IO, "cannot open '%s': it is not a regular file but %s", path.c_str(), file_kind(mode));
+}
+
+// Reads n bytes from fd into dst; throws Error(MINFER_ERR_IO) on a read error or when the file ends early.
+void read_all(int fd, const std::string& path, uint8_t* dst, uint64_t n) {
+    uint64_t done = 0;
+    while (done < n) {
+        const size_t want = static_cast<size_t>(std::min<uint64_t>(n - done, uint64_t{1} << 30));
+        const ssize_t got = ::pread(fd, dst + done, want, static_cast<off_t>(done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail(MINFER_ERR_IO, "cannot read '%s' at offset %" PRIu64 ": %s", path.c_str(), done, std::strerror(errno));
+        if (got == 0)
+            fail(MINFER_ERR_IO, "cannot read '%s': the file ended at offset %" PRIu64 " of %" PRIu64 " (did it shrink while loading?)",
+                 path.c_str(), done, n);
+        done += static_cast<uint64_t>(got);
+    }
+}
+
+// Takes ownership of a mapping of `size` bytes at p (unmapped if even that fails).
+std::shared_ptr<Storage> adopt(void* p, uint64_t size) {
+    try {
+        return std::make_shared<MappedFile>(p, size);
+    } catch (...) {
+        munmap(p, static_cast<size_t>(size));
+        throw;
+    }
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> load_file(const std::string& path, bool copy) {
+    // Refuse what is not a regular file before opening it: opening a FIFO blocks until a writer comes,
+    // and opening a device can have effects of its own. The open itself is non-blocking, and the check
+    // is repeated on the descriptor, for a path that changes in between.
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        ::close(fd);
-        fail(MINFER_ERR_IO, "cannot stat '%s': %s", path.c_str(), std::strerror(e));
+    if (::stat(path.c_str(), &st) != 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) fail(MINFER_ERR_IO, "cannot open '%s': %s", path.c_str(), std::strerror(errno));
+    struct Closer {
+        int fd;
+        ~Closer() { ::close(fd); }
+    } closer{fd};
+    if (fstat(fd, &st) != 0) fail(MINFER_ERR_IO, "cannot stat '%s': %s", path.c_str(), std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) not_regular(path, st.st_mode);
+    // Reads of a regular file block as usual.
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0)
+        fail(MINFER_ERR_IO, "cannot open '%s': fcntl: %s", path.c_str(), std::strerror(errno));
+    if (st.st_size == 0) fail(MINFER_ERR_BAD_MODEL, "%s: the file is empty, not a GGUF file", path.c_str());
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    if (size > std::numeric_limits<size_t>::max())
+        fail(MINFER_ERR_IO, "cannot map '%s': %" PRIu64 " bytes do not fit in the address space", path.c_str(), size);
+    if (!copy) {
+        void* p = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) fail(MINFER_ERR_IO, "cannot map '%s': %s", path.c_str(), std::strerror(errno));
+        return adopt(p, size);
     }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail(MINFER_ERR_IO, "'%s' is not a regular file", path.c_str());
-    }
-    if (st.st_size == 0) {
-        ::close(fd);
-        fail(MINFER_ERR_BAD_MODEL, "%s: the file is empty, not a GGUF file", path.c_str());
-    }
-    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    ::close(fd);
-    if (p == MAP_FAILED) fail(MINFER_ERR_IO, "cannot map '%s': %s", path.c_str(), std::strerror(e));
-    return std::make_shared<MappedFile>(p, static_cast<uint64_t>(st.st_size));
+    // A private anonymous mapping: page-aligned like the file mapping, and zero pages are not written
+    // twice (the read fills them).
+    void* p = mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        fail(MINFER_ERR_OUT_OF_MEMORY, "cannot allocate %" PRIu64 " bytes to copy '%s' into: %s", size, path.c_str(), std::strerror(errno));
+    auto storage = adopt(p, size);  // unmaps on a failed read
+    read_all(fd, path, static_cast<uint8_t*>(p), size);
+    if (mprotect(p, static_cast<size_t>(size), PROT_READ) != 0)
+        fail(MINFER_ERR_IO, "cannot make the copy of '%s' read-only: %s", path.c_str(), std::strerror(errno));
+    return storage;
 }
 
 std::shared_ptr<Storage> copy_bytes(std::span<const uint8_t> bytes) { return std::make_shared<OwnedBytes>(bytes); }

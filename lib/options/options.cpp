@@ -16,6 +16,10 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 constexpr Def kTable[] = {
     {Id::device, "device", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|cpu|cuda",
      "Backend: auto picks CUDA when a usable GPU is present, cuda insists on it, cpu forces the CPU."},
+    {Id::mmap, "mmap", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "true", 0, 0, "",
+     "true maps the model file (if the file is truncated on disk while open, the next read kills the process with "
+     "SIGBUS); false copies it into process memory at open (memory and a read of the whole file), immune to later "
+     "changes of the file. CUDA holds the weights on the GPU either way; metadata and the vocabulary stay on the host."},
     {Id::threads, "threads", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 1024, "",
      "CPU worker threads; 0 uses every hardware thread."},
     {Id::ctx_len, "ctx_len", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "4096", 0, int64_t{1} << 22, "",

@@ -7,12 +7,13 @@
 //     : logit * repeat_penalty), then presence (logit -= presence_penalty, once), then frequency
 //     (logit -= frequency_penalty * c). Tokens outside the window keep their logit.
 //  3. Logit bias: logit += bias for each biased token below n_vocab (-INFINITY bans the token).
-//  From here NaN counts as -INFINITY, and a token whose logit is -INFINITY is never chosen, except by
-//  the fallback: when every token is -INFINITY or NaN the result is the greedy one, token 0.
+//  From here NaN counts as -INFINITY, and a token whose logit is -INFINITY is never chosen. When every
+//  token is -INFINITY or NaN there is nothing to choose: sample() throws Error(MINFER_ERR_INVALID_ARGUMENT,
+//  "every token is banned ...") and the generator does not advance.
 //  4. temperature <= 0: greedy, the highest logit, the lowest id among equal ones. No random number is
 //     used. Done.
-//  5. One uniform double u in [0, 1) is drawn from the generator on every call from here on, whatever
-//     the logits (so the generator's stream does not depend on them).
+//  5. One uniform double u in [0, 1) is drawn from the generator on every call from here on that returns
+//     a token, whatever the logits (so the generator's stream does not depend on them).
 //  6. Candidates: the tokens that are not banned, ordered by logit descending, lower id first among
 //     equal logits. top_k > 0 keeps the first top_k of them.
 //     If the best logit is +INFINITY, only the +INFINITY tokens stay, all treated as equal (logit 0).
@@ -71,7 +72,7 @@ uint64_t splitmix64(uint64_t& state) {
     return z ^ (z >> 31);
 }
 
-uint64_t next_u64(uint64_t (&s)[4]) {
+uint64_t next_u64(Sampler::Generator& s) {
     const uint64_t out = rotl(s[1] * 5, 7) * 9;
     const uint64_t t = s[1] << 17;
     s[2] ^= s[0];
@@ -84,7 +85,7 @@ uint64_t next_u64(uint64_t (&s)[4]) {
 }
 
 // Uniform in [0, 1): the top 53 bits of one output, scaled exactly.
-double next_uniform(uint64_t (&s)[4]) { return static_cast<double>(next_u64(s) >> 11) * 0x1.0p-53; }
+double next_uniform(Sampler::Generator& s) { return static_cast<double>(next_u64(s) >> 11) * 0x1.0p-53; }
 
 // Up to this top_k a bounded heap picks the candidates; above it, a selection over all of them.
 constexpr size_t kHeapMax = 4096;
@@ -200,7 +201,7 @@ void histogram(size_t n, Logit logit, Weight weight, float best, Bucketer bucket
     for (int b = 0; b < kBuckets; ++b) mass[b] = (part[0][b] + part[1][b]) + (part[2][b] + part[3][b]);
 }
 
-// Highest logit, lowest id among equal ones; NaN never wins; 0 when nothing beats -inf.
+// Highest logit, lowest id among equal ones; NaN never wins; -1 when nothing beats -inf.
 // Eight lanes, each keeping its first maximum and where it was; then the best lane, lowest id on ties.
 int32_t argmax(const std::vector<float>& v) {
     const size_t n = v.size();
@@ -221,7 +222,7 @@ int32_t argmax(const std::vector<float>& v) {
         id1 += step;
     }
     float best = -kInf;
-    int32_t best_id = 0;
+    int32_t best_id = -1;
     auto consider = [&](float m, int32_t at) {
         if (m > best || (m == best && m > -kInf && at < best_id)) {
             best = m;
@@ -233,7 +234,12 @@ int32_t argmax(const std::vector<float>& v) {
         consider(m1[j], at1[j]);
     }
     for (; i < n; ++i) consider(v[i], static_cast<int32_t>(i));  // later ids: equal values never win
-    return best_id;
+    return best > -kInf ? best_id : -1;
+}
+
+[[noreturn]] void every_token_banned(size_t n) {
+    fail(MINFER_ERR_INVALID_ARGUMENT,
+         "sample: every token is banned: all %zu logits are -INFINITY or NaN after the penalties and the logit bias", n);
 }
 
 }  // namespace
@@ -297,6 +303,13 @@ void Sampler::set_bias(int32_t token, float bias) {
 void Sampler::clear_bias() { bias_.clear(); }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+    Generator gen = rng_;
+    const int32_t token = sample(logits, history, gen);
+    rng_ = gen;
+    return token;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen) {
     const size_t n = logits.size();
     if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
     if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
@@ -333,10 +346,14 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         if (static_cast<size_t>(t) < n) work_[static_cast<size_t>(t)] += b;
 
     // 4. greedy
-    if (!(P.temperature > 0.0f)) return argmax(work_);
+    if (!(P.temperature > 0.0f)) {
+        const int32_t token = argmax(work_);
+        if (token < 0) every_token_banned(n);
+        return token;
+    }
 
-    // 5. the one uniform of this call
-    const double u = next_uniform(rng_);
+    // 5. the one uniform of this call (the caller drops `gen` when this call throws)
+    const double u = next_uniform(gen);
 
     // 6. candidates and top-k, with the top-p total z and min-p folded in where that saves work. z is
     // taken over the top-k candidates before min-p removes any, so applying min-p first gives the same
@@ -355,7 +372,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         // No top-k: one pass for the best logit, one for all weights and z when top-p needs them, one
         // that keeps what min-p keeps.
         best = max_value(work_.data(), n);
-        if (best == -kInf) return argmax(work_);  // everything banned: the greedy fallback
+        if (best == -kInf) every_token_banned(n);
         if (best == kInf) {
             // Only the +inf tokens can be drawn, all alike.
             for (size_t i = 0; i < n; ++i) {
@@ -442,7 +459,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                 cand_.resize(k);
             }
         }
-        if (cand_.empty()) return argmax(work_);  // everything banned: the greedy fallback
+        if (cand_.empty()) every_token_banned(n);
         for (const Cand& c : cand_) best = std::max(best, c.first);
         if (best == kInf) {
             std::erase_if(cand_, [&](const Cand& c) { return c.first != kInf; });

@@ -2,6 +2,7 @@
 // temperature and a seeded draw; greedy when temperature <= 0.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -26,16 +27,26 @@ public:
     void set_bias(int32_t token, float bias);
     void clear_bias();
 
+    // The state of the generator (xoshiro256**).
+    using Generator = std::array<uint64_t, 4>;
+    const Generator& generator() const { return rng_; }
+    void set_generator(const Generator& g) { rng_ = g; }
+
     // Picks a token from `logits` (n_vocab floats, not modified) given the context's token history
-    // (oldest first). Deterministic for a given seed, settings, logits and history.
+    // (oldest first). Deterministic for a given seed, settings, logits and history. Throws
+    // Error(MINFER_ERR_INVALID_ARGUMENT) when every token is banned (each logit is -INFINITY or NaN
+    // after the penalties and the logit bias); the generator then stays as it was.
     int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+    // The same, drawing from `gen` instead of the sampler's own generator, which is left alone: the
+    // caller keeps the draw with set_generator(gen), or drops it.
+    int32_t sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen);
 
 private:
     size_t first_reaching(double target, bool strict, float best);
 
     minfer_sampler_params params_;
     std::unordered_map<int32_t, float> bias_;
-    uint64_t rng_[4];
+    Generator rng_;
     std::vector<float> work_;                        // scratch logits
     std::vector<std::pair<float, int32_t>> cand_;    // scratch candidates
     std::vector<int32_t> recent_;                    // scratch: sorted penalty window
