@@ -1,6 +1,6 @@
-// Host launchers of the CUDA kernels (cuda/kernels.cu). Everything is asynchronous on `stream`; launch
-// errors are checked and thrown as minfer::Error; errors during execution surface at the next
-// synchronization (CudaOps::read). Device pointers only. Shapes follow engine/ops.h.
+// Host launchers of the CUDA kernels (cuda/kernels.cu; attention: cuda/attention.cu). Everything is
+// asynchronous on `stream`; launch errors are checked and thrown as minfer::Error; errors during execution
+// surface at the next synchronization (CudaOps::read). Device pointers only. Shapes follow engine/ops.h.
 #pragma once
 
 #include <cuda_fp16.h>
