@@ -295,8 +295,12 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
 
 // Merges the chunks of one query head (block h): out = sum_s acc_s 2^(m_s - M) / sum_s l_s 2^(m_s - M),
 // M the largest m_s (every chunk holds at least one key, so l_s > 0 and m_s is finite). The weights
-// 2^(m_s - M) go to shared memory (n_split floats of dynamic shared memory).
+// 2^(m_s - M) go to shared memory: combine_weights(n_split) floats of dynamic shared memory, padded with
+// zeros to whole 16-byte groups, because the compiled merge loop (unrolled by 4) reads its remainder of
+// one to three weights as one access that can reach past weight[n_split - 1] (compute-sanitizer memcheck
+// flagged it on the H200 with exactly n_split floats).
 constexpr int kCombineThreads = 128;
+__host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
                                                                       int n_split, int head_dim) {
     extern __shared__ float weight[];
@@ -314,10 +318,10 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     __syncthreads();  // red is reused below
 
     float sum = 0.0f;
-    for (int s = threadIdx.x; s < n_split; s += kCombineThreads) {
-        const float w = exp2f(ph[s * stride + head_dim] - M);
+    for (int s = threadIdx.x; s < combine_weights(n_split); s += kCombineThreads) {
+        const float w = s < n_split ? exp2f(ph[s * stride + head_dim] - M) : 0.0f;
         weight[s] = w;
-        sum += ph[s * stride + head_dim + 1] * w;
+        if (s < n_split) sum += ph[s * stride + head_dim + 1] * w;
     }
     sum = warp_sum(sum);
     if (lane == 0) red[warp] = sum;
@@ -386,7 +390,8 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
                                                                    qscale, sp.chunk);
     check_launch("attention (decode)");
     if (sp.n_split > 1) {
-        attn_combine_kernel<<<n_head, kCombineThreads, sp.n_split * sizeof(float), stream>>>(part, out, sp.n_split, 64 * P);
+        const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
+        attn_combine_kernel<<<n_head, kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P);
         check_launch("attention (combine)");
     }
 }
