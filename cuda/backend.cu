@@ -325,8 +325,9 @@ public:
             w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
         if (m_->use_cublas && m_->path != PrefillPath::fused) cublas_ = std::make_unique<cuda::Cublas>(stream_.get());
         set_rope_table(c.rope_freq_base, c.head_dim);
-        partial_ = DeviceMemory(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.head_dim)) * sizeof(float),
-                                &m_->scratch_bytes, "attention scratch");
+        partial_ = DeviceMemory(
+            static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim)) * sizeof(float),
+            &m_->scratch_bytes, "attention scratch");
     }
 
     ~CudaOps() override {

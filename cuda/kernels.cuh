@@ -1,6 +1,6 @@
-// Host launchers of the CUDA kernels (cuda/kernels.cu). Everything is asynchronous on `stream`; launch
-// errors are checked and thrown as minfer::Error; errors during execution surface at the next
-// synchronization (CudaOps::read). Device pointers only. Shapes follow engine/ops.h.
+// Host launchers of the CUDA kernels (cuda/kernels.cu; attention: cuda/attention.cu). Everything is
+// asynchronous on `stream`; launch errors are checked and thrown as minfer::Error; errors during execution
+// surface at the next synchronization (CudaOps::read). Device pointers only. Shapes follow engine/ops.h.
 #pragma once
 
 #include <cuda_fp16.h>
@@ -41,10 +41,12 @@ void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
 // Attention of one layer. q: [n][n_head * head_dim] (token t at position pos0 + t), caches
-// [n_ctx][n_head_kv * head_dim] f16 holding positions 0 .. pos0 + n - 1, out like q. head_dim 64 or 128
-// (Qwen2 and Qwen3). `partial` is scratch for the decode split: attention_partial_floats() floats.
+// [n_ctx][n_head_kv * head_dim] f16 holding positions 0 .. pos0 + n - 1 (16-byte aligned), out like q;
+// query head h uses KV head h / (n_head / n_head_kv). head_dim 64 or 128 (Qwen2 and Qwen3). `partial` is
+// scratch for the decode split: attention_partial_floats(n_head, n_head_kv, head_dim) floats, enough for
+// any context length.
 bool attention_head_dim_supported(int head_dim);
-int64_t attention_partial_floats(int n_head, int head_dim);
+int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim);
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream);
 

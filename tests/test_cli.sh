@@ -434,4 +434,33 @@ python3 -c 'import json, sys; d = json.load(open("out")); t = {x["test"]: x for 
     fail "bench --json is not the expected JSON"
 ok
 
+check "minfer bench --depth runs both tests on top of a context and names them with the depth"
+run bench -m gen.gguf -p 8 -n 4 -r 2 --depth 100 --quiet
+expect_rc 0
+expect_match out "^\| .* \| pp8 @ d100 \| [0-9.]+ ± [0-9.]+ \|$"
+expect_match out "^\| .* \| tg4 @ d100 \| [0-9.]+ ± [0-9.]+ \|$"
+# The context is sized to the depth and the longer of the two tests.
+expect_match out "^options:.* ctx_len=108( |$)"
+run bench -m gen.gguf -p 0 -n 4 -r 1 -d 64 --json --quiet
+expect_rc 0
+python3 -c 'import json; d = json.load(open("out")); t = {x["test"]: x for x in d["tests"]}; assert d["depth"] == 64 and list(t) == ["tg4 @ d64"] and t["tg4 @ d64"]["depth"] == 64 and t["tg4 @ d64"]["tok_per_s"] > 0' ||
+    fail "bench --depth --json is not the expected JSON"
+run bench -m gen.gguf -p 16 -n 4 -r 1 --json --quiet
+python3 -c 'import json; d = json.load(open("out")); assert d["depth"] == 0 and [x["depth"] for x in d["tests"]] == [0, 0]' ||
+    fail "bench --json without --depth does not report depth 0"
+ok
+
+check "minfer bench --depth beyond the model's context fails with a message"
+# qwen2-tiny's training context is 2048 tokens.
+run bench -m gen.gguf -p 8 -n 4 -r 1 --depth 2045 --quiet
+expect_rc 1
+expect_text err "need a context of 2053 tokens, beyond the model's training context of 2048 tokens"
+expect_empty out
+run bench -m gen.gguf -p 8 -n 4 -r 1 --depth 100 --option ctx_len=64 --quiet
+expect_rc 1
+expect_text err "beyond the ctx_len option of 64 tokens"
+run bench -m gen.gguf -p 8 -n 4 -r 1 --depth -5 --quiet
+expect_rc 2
+ok
+
 echo "cli: $PASSED passed, 0 failed"

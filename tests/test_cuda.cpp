@@ -391,6 +391,80 @@ TEST_SUITE("cuda") {
             }
         }
     }
+
+    // The decode kernel (one query) against a float64 attention over the same f16-rounded K and V, so
+    // only the kernel's f32 arithmetic differs: an f32 emulation of its tile and chunk order measured up to
+    // 3e-6 (7e-7 at 8192 keys), bound 1e-5. Context lengths around the 32-key tile and the 64-key minimum
+    // chunk, one chunk up to many (the combine kernel); head_dim 64 and 128; groups of 1, 2, 4, 7, 8 and
+    // 17 query heads per KV head (17: two blocks per group) over 1, 2, 4 and 8 KV heads. The output is
+    // poisoned with NaN before each call.
+    TEST_CASE("attention decode: split-K kernel against a float64 reference over the f16 cache") {
+        struct Shape {
+            int n_head, n_head_kv;
+        };
+        const Shape shapes[] = {{8, 8}, {16, 8}, {8, 2}, {28, 4}, {7, 1}, {32, 4}, {64, 8}, {34, 2}};
+        const int lengths[] = {1, 2, 31, 32, 33, 127, 1000, 4097, 8192};
+        constexpr int n_ctx = 8192;
+        minfer::gguf::Writer w;
+        add_tensor(w, "unused", Type::F32, 1, 8, 1);
+        const auto file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
+        const auto model = device::cuda_load(*file, all_tensors(*file), settings(), 0);
+        uint64_t seed = 900;
+        for (int hd : {64, 128}) {
+            for (const Shape& sh : shapes) {
+                CAPTURE(hd);
+                CAPTURE(sh.n_head);
+                CAPTURE(sh.n_head_kv);
+                auto c = op_config(hd);
+                c.n_head = sh.n_head;
+                c.n_head_kv = sh.n_head_kv;
+                const int group = sh.n_head / sh.n_head_kv;
+                const size_t q_dim = static_cast<size_t>(sh.n_head) * hd, kv_dim = static_cast<size_t>(sh.n_head_kv) * hd;
+                auto gpu = device::cuda_make_ops(model, c, n_ctx, 1);
+                gpu->begin(0);
+                // The whole cache up front: the query at position L - 1 must see exactly the keys 0 .. L-1.
+                std::vector<float> k = normal(n_ctx * kv_dim, seed++), v = normal(n_ctx * kv_dim, seed++);
+                const Buf kg = gpu->alloc(k.size()), vg = gpu->alloc(v.size());
+                gpu->write(k.data(), kg);
+                gpu->write(v.data(), vg);
+                gpu->store_kv(0, 0, n_ctx, kg, vg);
+                for (float& x : k) x = quant::f16_to_f32(quant::f32_to_f16(x));  // what the f16 cache holds
+                for (float& x : v) x = quant::f16_to_f32(quant::f32_to_f16(x));
+                const Buf qg = gpu->alloc(q_dim), og = gpu->alloc(q_dim);
+                const std::vector<float> poison(q_dim, std::nanf(""));
+                for (int L : lengths) {
+                    CAPTURE(L);
+                    const auto q = normal(q_dim, seed++, 0.0f, 2.0f);  // sd 2: a peaked softmax
+                    gpu->write(q.data(), qg);
+                    gpu->write(poison.data(), og);
+                    gpu->attention(0, qg, 1, L - 1, og);
+                    std::vector<float> out(q_dim);
+                    gpu->read(og, out.data());
+
+                    std::vector<double> ref(q_dim, 0.0), score(static_cast<size_t>(L));
+                    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+                    for (int h = 0; h < sh.n_head; ++h) {
+                        const size_t qo = static_cast<size_t>(h) * hd, ko = static_cast<size_t>(h / group) * hd;
+                        double mx = -INFINITY;
+                        for (int j = 0; j < L; ++j) {
+                            double dot = 0;
+                            for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[qo + d]) * k[j * kv_dim + ko + d];
+                            score[static_cast<size_t>(j)] = dot * scale;
+                            mx = std::max(mx, dot * scale);
+                        }
+                        double total = 0;
+                        for (int j = 0; j < L; ++j) {
+                            const double e = std::exp(score[static_cast<size_t>(j)] - mx);
+                            total += e;
+                            for (int d = 0; d < hd; ++d) ref[qo + d] += e * v[j * kv_dim + ko + d];
+                        }
+                        for (int d = 0; d < hd; ++d) ref[qo + d] /= total;
+                    }
+                    CHECK(rel_l2(out, ref) < 1e-5);
+                }
+            }
+        }
+    }
 }
 
 namespace {

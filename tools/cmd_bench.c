@@ -16,14 +16,21 @@
 /* ---- bench ----------------------------------------------------------------------------------- */
 
 static const char* const BENCH_HELP =
-    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [--json] [--option KEY=VALUE]... [--quiet]\n"
+    "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [-d|--depth N] [--json] [--option KEY=VALUE]...\n"
+    "                    [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
     "context, after one untimed warm-up run. Prints a markdown table: mean and standard deviation over the\n"
     "repetitions, with the model, backend, peak memory and the options in force (--json: one JSON object\n"
     "with every repetition instead). Prompt tokens are random ids (fixed\n"
-    "seed); -p 0 or -n 0 skips that test.\n";
+    "seed); -p 0 or -n 0 skips that test.\n"
+    "\n"
+    "--depth N (as llama-bench -d): each repetition first prefills N random tokens, untimed, and both\n"
+    "tests run on top of them: the prefill of -p tokens at positions N.., then (the context cut back to N\n"
+    "tokens, untimed) the -n decode steps at positions N... The tests read `pp512 @ d8192`, `tg128 @ d8192`.\n"
+    "The context length is set to what the run needs (N + max(p, n); without --depth, max(p, 1) + n)\n"
+    "unless --option ctx_len=... is given; the run must fit the model's training context, or that ctx_len.\n";
 
 static void mean_sd(const double* v, int n, double* mean, double* sd) {
     double s = 0, q = 0;
@@ -34,18 +41,39 @@ static void mean_sd(const double* v, int n, double* mean, double* sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
 }
 
-/* One repetition: prefill n_prompt tokens, then n_gen decode steps. Rates in tokens per second. */
-static minfer_status bench_once(minfer_context* ctx, const int32_t* prompt, int n_prompt, int n_gen, double* pp, double* tg) {
+/* The context length one repetition needs (see bench_once). */
+static long bench_context(long depth, long n_prompt, long n_gen) {
+    if (depth > 0) return depth + (n_prompt > n_gen ? n_prompt : n_gen);
+    return (n_prompt > 0 ? n_prompt : 1) + n_gen;
+}
+
+/* One repetition. Without depth: prefill n_prompt tokens (at least one), then n_gen decode steps. With
+ * depth: prefill the depth tokens tokens[0 .. depth) untimed, then the n_prompt tokens after them; then
+ * cut the context back to depth - 1 tokens and prefill token depth - 1 again (untimed: the logits of
+ * position depth - 1), and time n_gen decode steps from position depth. Rates in tokens per second. */
+static minfer_status bench_once(minfer_context* ctx, const int32_t* tokens, int depth, int n_prompt, int n_gen, double* pp,
+                                double* tg) {
     minfer_status st = minfer_context_reset(ctx);
+    const int32_t* prompt = tokens + depth;
     double t0, t1;
     int i;
     int32_t tok;
     if (st != MINFER_OK) return st;
-    t0 = now_seconds();
-    st = minfer_prefill(ctx, prompt, (size_t)(n_prompt > 0 ? n_prompt : 1));
-    t1 = now_seconds();
+    *pp = 0.0;
+    if (depth > 0) st = minfer_prefill(ctx, tokens, (size_t)depth);
     if (st != MINFER_OK) return st;
-    *pp = (n_prompt > 0 ? n_prompt : 1) / (t1 - t0);
+    if (depth == 0 || n_prompt > 0) {
+        t0 = now_seconds();
+        st = minfer_prefill(ctx, prompt, (size_t)(n_prompt > 0 ? n_prompt : 1));
+        t1 = now_seconds();
+        if (st != MINFER_OK) return st;
+        *pp = (n_prompt > 0 ? n_prompt : 1) / (t1 - t0);
+    }
+    if (depth > 0 && n_prompt > 0 && n_gen > 0) {
+        st = minfer_context_truncate(ctx, depth - 1);
+        if (st == MINFER_OK) st = minfer_prefill(ctx, tokens + depth - 1, 1);
+        if (st != MINFER_OK) return st;
+    }
     t0 = now_seconds();
     for (i = 0; i < n_gen && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
     t1 = now_seconds();
@@ -65,27 +93,37 @@ static void json_string(const char* s) {
     putchar('"');
 }
 
-static void json_test(const char* kind, long n, const double* v, int reps) {
+/* The name of a test: "pp512", or "pp512 @ d8192" on top of a context (as llama-bench names them). */
+static void test_name(char* buf, size_t cap, const char* kind, long n, long depth) {
+    if (depth > 0) snprintf(buf, cap, "%s%ld @ d%ld", kind, n, depth);
+    else snprintf(buf, cap, "%s%ld", kind, n);
+}
+
+static void json_test(const char* kind, long n, long depth, const double* v, int reps) {
     double mean, sd;
     int i;
+    char name[64];
+    test_name(name, sizeof name, kind, n, depth);
     mean_sd(v, reps, &mean, &sd);
-    printf("{\"test\": \"%s%ld\", \"tokens\": %ld, \"tok_per_s\": %.4f, \"sd\": %.4f, \"runs\": [", kind, n, n, mean, sd);
+    printf("{\"test\": \"%s\", \"tokens\": %ld, \"depth\": %ld, \"tok_per_s\": %.4f, \"sd\": %.4f, \"runs\": [", name, n,
+           depth, mean, sd);
     for (i = 0; i < reps; ++i) printf(i ? ", %.4f" : "%.4f", v[i]);
     printf("]}");
 }
 
 int cmd_bench(int argc, char** argv) {
     const char* path = NULL;
-    long n_prompt = 512, n_gen = 128, reps = 3;
+    long n_prompt = 512, n_gen = 128, reps = 3, depth = 0, need, limit;
     const char* keys[MAX_OPTIONS + 1];
     const char* values[MAX_OPTIONS + 1];
     size_t n_options = 1, k;
-    char ctx_len[32], threads[32], device[32], buf[64];
+    int user_ctx_len = 0;
+    char ctx_len[32], threads[32], device[32], buf[64], name[64];
     int i, r;
     minfer_model* m = NULL;
     minfer_context* ctx = NULL;
     minfer_status st;
-    int32_t* prompt;
+    int32_t* tokens;
     double pp[64], tg[64], mean, sd, load_s, sweep_ms = -1.0;
     minfer_vram vram;
     char vram_line[256];
@@ -103,18 +141,21 @@ int cmd_bench(int argc, char** argv) {
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
+            if (strcmp(keys[n_options - 1], "ctx_len") == 0) user_ctx_len = 1;
         } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
             if (i + 1 >= argc) return usage_error("bench", "-m expects a model path");
             path = argv[++i];
-        } else if (strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "-r") == 0) {
+        } else if (strcmp(a, "-p") == 0 || strcmp(a, "-n") == 0 || strcmp(a, "-r") == 0 || strcmp(a, "-d") == 0 ||
+                   strcmp(a, "--depth") == 0) {
             char* end = NULL;
             long v;
             if (i + 1 >= argc) return usage_error("bench", "a flag is missing its value");
             v = strtol(argv[++i], &end, 10);
-            if (!end || *end != '\0' || v < 0 || v > 1000000) return usage_error("bench", "-p, -n and -r expect a count");
+            if (!end || *end != '\0' || v < 0 || v > 1000000) return usage_error("bench", "-p, -n, -r and --depth expect a count");
             if (a[1] == 'p') n_prompt = v;
             else if (a[1] == 'n') n_gen = v;
-            else reps = v;
+            else if (a[1] == 'r') reps = v;
+            else depth = v;
         } else {
             return usage_error("bench", "unknown argument");
         }
@@ -123,40 +164,58 @@ int cmd_bench(int argc, char** argv) {
     if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
     setup_reporting();
 
-    /* The context must hold the prompt and the generated tokens. */
-    snprintf(ctx_len, sizeof ctx_len, "%ld", (n_prompt > 0 ? n_prompt : 1) + n_gen);
+    /* The context must hold the depth, the prompt and the generated tokens: sized to that unless the user
+     * set ctx_len (then slot 0 is not passed). */
+    need = bench_context(depth, n_prompt, n_gen);
+    snprintf(ctx_len, sizeof ctx_len, "%ld", need);
     keys[0] = "ctx_len";
     values[0] = ctx_len;
     load_s = now_seconds();
-    st = minfer_open_with_options(path, keys, values, n_options, &m);
+    st = user_ctx_len ? minfer_open_with_options(path, keys + 1, values + 1, n_options - 1, &m)
+                      : minfer_open_with_options(path, keys, values, n_options, &m);
     load_s = now_seconds() - load_s;
     if (st != MINFER_OK) return fail_status(st, "bench");
+    /* The limit: the user's ctx_len (0 is the training context), else the model's training context. */
+    limit = minfer_model_n_ctx_train(m);
+    if (user_ctx_len && minfer_get_option(m, "ctx_len", buf, sizeof buf, NULL) == MINFER_OK && strtol(buf, NULL, 10) > 0)
+        limit = strtol(buf, NULL, 10);
+    if (need > limit) {
+        fprintf(stderr,
+                "minfer: bench: --depth %ld, -p %ld and -n %ld need a context of %ld tokens, beyond %s of %ld tokens%s\n",
+                depth, n_prompt, n_gen, need, user_ctx_len ? "the ctx_len option" : "the model's training context", limit,
+                user_ctx_len ? "" : " (--option ctx_len=N runs beyond it)");
+        minfer_close(m);
+        return 1;
+    }
     st = minfer_context_create(m, &ctx);
     if (st != MINFER_OK) {
         minfer_close(m);
         return fail_status(st, "bench");
     }
-    prompt = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
-    if (!prompt) {
+    /* The depth tokens, then the prompt (at least one token: without depth the decode needs its logits). */
+    tokens = malloc(sizeof(int32_t) * (size_t)(depth + (n_prompt > 0 ? n_prompt : 1)));
+    if (!tokens) {
         fprintf(stderr, "minfer: bench: out of memory\n");
+        minfer_context_free(ctx);
+        minfer_close(m);
         return 1;
     }
     {
         uint64_t x = 0x2545f4914f6cdd1dull;
         long j;
-        for (j = 0; j < (n_prompt > 0 ? n_prompt : 1); ++j) {
+        for (j = 0; j < depth + (n_prompt > 0 ? n_prompt : 1); ++j) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            prompt[j] = (int32_t)(x % (uint64_t)minfer_model_n_vocab(m));
+            tokens[j] = (int32_t)(x % (uint64_t)minfer_model_n_vocab(m));
         }
     }
-    /* Warm-up, untimed: first-touch of the mapped weights, thread start. */
-    st = bench_once(ctx, prompt, (int)(n_prompt < 16 ? n_prompt : 16), n_gen > 0 ? 2 : 0, &pp[0], &tg[0]);
+    /* Warm-up, untimed, without the depth: first-touch of the mapped weights, thread start. */
+    st = bench_once(ctx, tokens + depth, 0, (int)(n_prompt < 16 ? n_prompt : 16), n_gen > 0 ? 2 : 0, &pp[0], &tg[0]);
     for (r = 0; r < reps && st == MINFER_OK; ++r) {
         if (!g_quiet && isatty(STDERR_FILENO)) fprintf(stderr, "\rbench: repetition %d of %ld", r + 1, reps);
-        st = bench_once(ctx, prompt, (int)n_prompt, (int)n_gen, &pp[r], &tg[r]);
+        st = bench_once(ctx, tokens, (int)depth, (int)n_prompt, (int)n_gen, &pp[r], &tg[r]);
     }
     if (!g_quiet && isatty(STDERR_FILENO)) fputc('\n', stderr);
-    free(prompt);
+    free(tokens);
     if (st != MINFER_OK) {
         minfer_context_free(ctx);
         minfer_close(m);
@@ -191,10 +250,10 @@ int cmd_bench(int argc, char** argv) {
         if (sweep_ms >= 0) printf(" \"dequant_sweep_ms\": %.4f,", sweep_ms);
         printf(" \"prefill_path\": \"%s\", \"gemm\": \"%s\", \"warm_ms\": %.3f,", minfer_model_prefill_path(m), minfer_model_gemm(m),
                minfer_model_warm_ms(m));
-        printf(" \"repetitions\": %ld, \"tests\": [", reps);
-        if (n_prompt > 0) json_test("pp", n_prompt, pp, (int)reps);
+        printf(" \"repetitions\": %ld, \"depth\": %ld, \"tests\": [", reps, depth);
+        if (n_prompt > 0) json_test("pp", n_prompt, depth, pp, (int)reps);
         if (n_prompt > 0 && n_gen > 0) printf(", ");
-        if (n_gen > 0) json_test("tg", n_gen, tg, (int)reps);
+        if (n_gen > 0) json_test("tg", n_gen, depth, tg, (int)reps);
         printf("], \"options\": {");
         for (k = 0; k < minfer_option_count(); ++k) {
             const char* name;
@@ -212,13 +271,15 @@ int cmd_bench(int argc, char** argv) {
         printf("|---|---|---|---|---|---|---|\n");
         if (n_prompt > 0) {
             mean_sd(pp, (int)reps, &mean, &sd);
-            printf("| %s | %s | %.2f B | %s | %s | pp%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
-                   (double)minfer_model_n_params(m) / 1e9, device, threads, n_prompt, mean, sd);
+            test_name(name, sizeof name, "pp", n_prompt, depth);
+            printf("| %s | %s | %.2f B | %s | %s | %s | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+                   (double)minfer_model_n_params(m) / 1e9, device, threads, name, mean, sd);
         }
         if (n_gen > 0) {
             mean_sd(tg, (int)reps, &mean, &sd);
-            printf("| %s | %s | %.2f B | %s | %s | tg%ld | %.2f ± %.2f |\n", minfer_model_name(m), buf,
-                   (double)minfer_model_n_params(m) / 1e9, device, threads, n_gen, mean, sd);
+            test_name(name, sizeof name, "tg", n_gen, depth);
+            printf("| %s | %s | %.2f B | %s | %s | %s | %.2f ± %.2f |\n", minfer_model_name(m), buf,
+                   (double)minfer_model_n_params(m) / 1e9, device, threads, name, mean, sd);
         }
         printf("\nload: %.2f s\nmemory: peak resident %s (the mapped weights count as they are touched)\n", load_s, rss);
         if (strcmp(device, "cuda") == 0) printf("vram: %s\n", vram_line);

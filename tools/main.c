@@ -6,7 +6,7 @@
  *   minfer tokenize -m MODEL.gguf --prompt TEXT [--parse-special]
  *   minfer info MODEL.gguf [--meta] [--tensors]
  *   minfer synth --preset NAME [--mix MIX] [--seed N] [--vocab tokenizer.json] -o OUT.gguf
- *   minfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [--option KEY=VALUE]...
+ *   minfer bench -m MODEL.gguf [-p 512] [-n 128] [-r 3] [-d 0] [--option KEY=VALUE]...
  *   minfer options [--markdown]
  *   minfer version
  *
