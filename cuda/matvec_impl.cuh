@@ -532,7 +532,13 @@ template <Type T>
 constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
 
-constexpr int kStages = 4;
+// Ring slots per warp (items in flight: kStages - 1). A power of two; a tuning knob for A/B builds
+// (NVCC_APPEND_FLAGS=-DMINFER_MATVEC_STAGES=8 ...).
+#ifndef MINFER_MATVEC_STAGES
+#define MINFER_MATVEC_STAGES 4
+#endif
+constexpr int kStages = MINFER_MATVEC_STAGES;
+static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "MINFER_MATVEC_STAGES: a power of two, at least 2");
 // Bytes per row segment in the ring: the data (at offset <= 14 in the slot, the offset of its address
 // modulo 16) plus the word ld_words reads past it, rounded to an odd number of 16-byte units so that the
 // eight rows a warp-wide load touches start in eight different 4-bank groups.
