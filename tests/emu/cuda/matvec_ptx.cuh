@@ -14,7 +14,8 @@
 //    D = A B + C in double, rounded once to f32;
 //  * cp.async copies are queued per thread and land only at the wait that covers them (or at once, in
 //    eager mode): reading a slot early, or overwriting one still in use, changes the result. Every global
-//    read is checked against the buffers the test registered.
+//    read is checked against the buffers the test registered, 16-byte loads for alignment; shared-memory
+//    alignment is UBSan's to check (the sanitizer build runs this test), mv_smem being 16-byte aligned.
 #pragma once
 
 #include <ucontext.h>
@@ -295,7 +296,8 @@ inline float __shfl_sync(unsigned, float v, int src) {
     mv_emu::sync_warp();
     return r;
 }
-inline float4 __ldg(const float4* p) {
+inline float4 __ldg(const float4* p) {  // LDG.128: 16-byte aligned on the GPU (host float4 is 4-aligned)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of x");
     mv_emu::check_read(p, sizeof(float4));
     return *p;
 }
@@ -389,6 +391,7 @@ inline void cp_async_wait() {
     }
 }
 inline uint4 ld_stream(const uint4* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of weights");
     mv_emu::check_read(p, sizeof(uint4));
     return *p;
 }
