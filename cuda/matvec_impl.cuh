@@ -1,6 +1,6 @@
 // Device code of the decode mat-vec (cuda/matvec.cu has the launchers and the design notes): the MMA
 // family for the quantized types and the plain family for f32/f16/bf16. Everything here is also compiled
-// on the host by tests/matvec_emu.cpp, which supplies CUDA's built-ins and its own cuda/matvec_ptx.cuh,
+// on the host by tests/test_matvec_emu.cpp, which supplies CUDA's built-ins and its own cuda/matvec_ptx.cuh,
 // so the kernels' data paths are checked against float64 on machines without a GPU.
 #pragma once
 
@@ -19,7 +19,8 @@ constexpr unsigned kFull = 0xffffffffu;
 
 // Elements of one block of the quantized types.
 constexpr int block_elems(Type t) {
-    return t == Type::Q2_K || t == Type::Q3_K || t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K ? quant::QK_K : quant::QK;
+    const bool k_quant = t == Type::Q2_K || t == Type::Q3_K || t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K;
+    return k_quant ? quant::QK_K : quant::QK;
 }
 // Bytes of one block of the quantized types (quant/blocks.h).
 constexpr int block_bytes(Type t) {
@@ -99,7 +100,6 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
     for (int i = 0; i < N; ++i) w[i] = ld32(off + 4 * i);
 }
 
-
 // ---- the MMA family ------------------------------------------------------------------------------------------
 //
 // Work: a CTA of 4 warps owns a contiguous range of 16-row tiles (the ranges are balanced over a grid
@@ -127,14 +127,15 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
 // plus the partials (64 bytes per tile): 50-56 KB for q4_K, so 4 CTAs (16 warps) per SM; at most 128
 // registers per thread (__launch_bounds__(128, 4)), no spills.
 //
-// Costs per weight (issue slots of one lane, from the code; q4_K): unpacking about 1.1 (one shift, four
-// LOP3 and four HFMA2 per 8 codes: the magic-number OR turns a nibble into 1024 + q, the HFMA2 removes
-// the 1024 and applies the sub-block scale), scales 0.4, MMAs and B loads 0.25, copies and item
-// bookkeeping 0.3, and the x preparation 0.7 / (row tiles per CTA). Legacy blocks add f32 scaling per
-// block (0.25), q5 and q3_K/q6_K more bit assembly (2 to 3 in all). Shared-memory traffic is budgeted under
-// the 128 bytes per clock of an SM: 16-byte loads where blocks are 16-byte aligned (q4_K, q5_K), and
-// segments an odd number of 16-byte units apart so the 4-byte loads of the other types see 1- to 4-way
-// conflicts at most.
+// Costs per weight (issue slots of one lane, counted in the PTX; q4_K): unpacking about 1.1 (one shift,
+// four LOP3 and four HFMA2 per 8 codes: the magic-number OR turns a nibble into 1024 + q, the HFMA2
+// removes the 1024 and applies the sub-block scale), scales 0.4, MMAs and B loads 0.25, copies and item
+// bookkeeping 0.5, row flushes 0.15 when a CTA has several tiles, and the x preparation 0.8 / (row
+// tiles per CTA): 2.9 to 3.5 in all, against about 5 the H200 can issue per 4-bit weight at 3.4 TB/s.
+// Legacy blocks add f32 scaling per block (0.25), q5 and q3_K/q6_K more bit assembly. Shared-memory
+// traffic is budgeted under the 128 bytes per clock of an SM: 16-byte loads where blocks are 16-byte
+// aligned (q4_K, q5_K), and segments an odd number of 16-byte units apart so the 4-byte loads of the
+// other types see 1- to 4-way conflicts at most.
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
 constexpr int kTileRows = 16, kKTile = 256, kMmas = 16;

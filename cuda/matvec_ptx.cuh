@@ -1,6 +1,6 @@
 // The inline-PTX operations of the decode mat-vec (cuda/matvec_impl.cuh): f16x2 arithmetic, the f16
 // tensor-core MMA, cp.async and a streaming load. Kept apart so that tests/emu can substitute host
-// emulations and run the kernels' device code on a CPU (tests/matvec_emu.cpp).
+// emulations and run the kernels' device code on a CPU (tests/test_matvec_emu.cpp).
 #pragma once
 
 #include <cuda_fp16.h>
