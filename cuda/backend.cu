@@ -535,5 +535,22 @@ uint64_t cuda_free_bytes() {
     return free_b;
 }
 
+std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
+                               const std::vector<float>& x, bool reference) {
+    cuda::Stream stream;
+    DeviceMemory dw(n_bytes, nullptr, "W"), dx(x.size() * 4, nullptr, "x"), dy(static_cast<uint64_t>(rows) * 4, nullptr, "y");
+    check(cudaMemcpy(dw.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "upload W");
+    check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
+    check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");  // NaN everywhere: unwritten rows fail
+    if (reference)
+        cuda::matvec_reference(static_cast<quant::Type>(type), dw.as<void>(), rows, cols, dx.as<float>(), dy.as<float>(), stream.get());
+    else
+        cuda::matvec(static_cast<quant::Type>(type), dw.as<void>(), rows, cols, dx.as<float>(), dy.as<float>(), stream.get());
+    stream.sync("matvec");
+    std::vector<float> y(static_cast<size_t>(rows));
+    check(cudaMemcpy(y.data(), dy.as<void>(), y.size() * 4, cudaMemcpyDeviceToHost), "download y");
+    return y;
+}
+
 }  // namespace testing
 }  // namespace minfer::device

@@ -3,7 +3,8 @@
 // explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fsub_rn), so nvcc cannot contract a multiply and
 // an add into an FMA: the floats are bit-identical to the CPU dequantizer, and so are the f16 values made
 // from them with __float2half_rn (round to nearest even, as quant::f32_to_f16). Layouts: quant/blocks.h.
-// The standalone dequant kernel, the decode mat-vec and the embedding lookup all use these functions.
+// The standalone dequant kernel, the embedding lookup and the reference mat-vec (cuda/matvec.cu) use
+// these functions; the decode mat-vec itself decodes differently (cuda/matvec_impl.cuh).
 #pragma once
 
 #include "cuda/common.cuh"

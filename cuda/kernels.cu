@@ -13,7 +13,7 @@
 namespace minfer::cuda {
 namespace {
 
-// ---- dequantization, embedding, mat-vec -------------------------------------------------------------
+// ---- dequantization, embedding --------------------------------------------------------------------
 
 template <Type T>
 __global__ void dequant_f16_kernel(const uint8_t* w, int64_t rows, int64_t cols, __half* out) {
@@ -39,51 +39,6 @@ __global__ void embed_kernel(const uint8_t* table, int64_t cols, const int32_t* 
     float4* o = reinterpret_cast<float4*>(out + t * cols + e0);
     o[0] = make_float4(y[0], y[1], y[2], y[3]);
     o[1] = make_float4(y[4], y[5], y[6], y[7]);
-}
-
-// A block of 8 warps takes 8 / wr rows, wr warps per row (split over K); each lane dequantizes 8
-// consecutive elements per step (a warp step covers 256 elements: one K-quant super-block or eight legacy
-// blocks). wr grows with the row length so that every matrix, the 512-row k/v projections included,
-// spreads over enough warps to keep memory busy (measured on the H200: one warp per row left most of the
-// GPU idle on short matrices, several rows per warp even more so; docs/perf.md).
-constexpr int kMatvecWarps = 8;
-template <Type T>
-__global__ __launch_bounds__(32 * kMatvecWarps) void matvec_kernel(const uint8_t* w, int64_t rows, int64_t cols,
-                                                                   const float* x, float* y, int wr) {
-    __shared__ float partial[kMatvecWarps];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rows_per_block = kMatvecWarps / wr;
-    const int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / wr;
-    const int part = warp % wr;
-    float acc = 0.0f;
-    if (r < rows) {
-        const uint8_t* row = w + r * row_bytes_of<T>(cols);
-        for (int64_t e0 = (static_cast<int64_t>(part) * 32 + lane) * 8; e0 < cols; e0 += 256 * wr) {
-            float v[8];
-            deq8<T>(row, e0, v);
-            const float4 a = *reinterpret_cast<const float4*>(x + e0), b = *reinterpret_cast<const float4*>(x + e0 + 4);
-            acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
-        }
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) partial[warp] = acc;
-    __syncthreads();
-    if (threadIdx.x < rows_per_block) {
-        const int64_t rr = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x;
-        float sum = 0.0f;
-        for (int i = 0; i < wr; ++i) sum += partial[threadIdx.x * wr + i];
-        if (rr < rows) y[rr] = sum;
-    }
-}
-
-// Warps per row: about two 256-element steps per warp, a power of two up to 8.
-#ifndef MINFER_MATVEC_MAX_SPLIT
-#define MINFER_MATVEC_MAX_SPLIT 8
-#endif
-int matvec_split(int64_t cols) {
-    const int64_t steps = (cols + 255) / 256;
-    int wr = 1;
-    while (wr < MINFER_MATVEC_MAX_SPLIT && steps >= 4 * wr) wr *= 2;
-    return wr;
 }
 
 __global__ void to_f16_kernel(const float* x, __half* y, int64_t n) {
@@ -278,16 +233,6 @@ void embed_rows(Type t, const void* table, int64_t cols, const int32_t* tokens, 
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA embedding: tensor type %d", static_cast<int>(t));
     check_launch("embed");
-}
-
-void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
-    const bool known = dispatch_type(t, [&](auto tag) {
-        const int wr = matvec_split(cols);
-        matvec_kernel<decltype(tag)::value><<<blocks_for(rows, kMatvecWarps / wr), 32 * kMatvecWarps, 0, stream>>>(
-            static_cast<const uint8_t*>(w), rows, cols, x, y, wr);
-    });
-    if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
-    check_launch("matvec");
 }
 
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {

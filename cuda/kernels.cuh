@@ -20,8 +20,14 @@ void dequant_f16(quant::Type t, const void* w, int64_t rows, int64_t cols, __hal
 // out[r][c] = dequant(w)[r][c] as f32: the rows tokens[0..n) of an embedding table (tokens on the device).
 void embed_rows(quant::Type t, const void* table, int64_t cols, const int32_t* tokens, int n, float* out,
                 cudaStream_t stream);
-// y[r] = dot(dequant(W row r), x) for every row: the decode mat-vec, reading the quantized bytes.
+// y[r] = dot(dequant(W row r), x) for every row: the decode mat-vec, reading the quantized bytes
+// (cuda/matvec.cu). w and x must be 16-byte aligned (cudaMalloc'd buffers are), cols a multiple of 8 and
+// of the block size. f32-accurate for every type; one kernel launch, no allocation (graph-capturable).
 void matvec(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream);
+// The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
+// the baseline that tests/bench_matvec compares against.
+void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
+                      cudaStream_t stream);
 // y[i] = f16(x[i]).
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream);
 // C[m][n] = sum_k A[m][k] * B[n][k]: f16 inputs, f32 accumulation and output, tensor cores (64x64 tiles,

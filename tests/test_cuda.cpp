@@ -271,7 +271,7 @@ TEST_SUITE("cuda") {
             add_tensor(w, c.name, t, 67, cols, seed++);
             cases.push_back(c);
         };
-        // Widths of one block up to rows long enough that the mat-vec splits them over 2, 4 or 8 warps.
+        // Widths of one block (a partial 256-column k-tile for the legacy types) to several k-tiles.
         for (Type t : kLegacy)
             for (int64_t cols : {32, 160, 1088}) add(t, cols);
         for (Type t : kKQuants)
@@ -319,6 +319,82 @@ TEST_SUITE("cuda") {
             p.cpu->embed(wt, tokens, 5, oc);
             p.gpu->embed(wt, tokens, 5, og);
             CHECK(p.read_gpu(og) == p.read_cpu(oc));
+        }
+    }
+
+    TEST_CASE("matvec: every type against float64; ragged row counts, 1 to 3 blocks and 18944 columns; every row written") {
+        // The decode mat-vec (n = 1) directly: y comes back NaN-poisoned wherever the kernel writes nothing.
+        // Row counts are not multiples of the 16-row tile; 20011 rows give CTAs several tiles; 1 to 3 and
+        // 11 blocks leave the legacy types' last 256-column k-tile partial. Weights are the CPU quantizer's
+        // blocks and, on the short shapes, raw random blocks (every code and sub-scale value, f16 scales set
+        // to [1e-3, 1e-2)). x is normal, with outliers (a k-tile's scale follows its largest value) and
+        // with a k-tile of zeros and one of tiny values.
+        const Type all[] = {Type::F32,  Type::F16,  Type::BF16, Type::Q4_0, Type::Q4_1, Type::Q5_0, Type::Q5_1, Type::Q8_0,
+                            Type::Q8_1, Type::Q2_K, Type::Q3_K, Type::Q4_K, Type::Q5_K, Type::Q6_K, Type::Q8_K};
+        auto random_blocks = [](Type t, int64_t rows, int64_t cols, uint64_t seed) {
+            std::vector<uint8_t> out(quant::row_bytes(t, cols) * static_cast<size_t>(rows));
+            std::mt19937_64 rng(seed);
+            for (uint8_t& v : out) v = static_cast<uint8_t>(rng());
+            int f0 = 0, f1 = -1;  // byte offsets of the f16 scale fields of a block
+            if (t == Type::Q4_1 || t == Type::Q5_1 || t == Type::Q8_1 || t == Type::Q4_K || t == Type::Q5_K) f1 = 2;
+            if (t == Type::Q2_K) f0 = 80, f1 = 82;
+            if (t == Type::Q3_K) f0 = 108;
+            if (t == Type::Q6_K) f0 = 208;
+            std::uniform_real_distribution<float> u(1e-3f, 1e-2f);
+            const int bb = quant::type_info(t).block_bytes;
+            for (size_t b0 = 0; b0 < out.size(); b0 += static_cast<size_t>(bb)) {
+                if (t == Type::Q8_K) {
+                    const float d = u(rng);
+                    std::memcpy(&out[b0], &d, 4);
+                    continue;
+                }
+                for (int f : {f0, f1}) {
+                    if (f < 0) continue;
+                    const uint16_t h = quant::f32_to_f16(f == 2 && (rng() & 1) ? -u(rng) : u(rng));  // an offset m may be negative
+                    std::memcpy(&out[b0 + static_cast<size_t>(f)], &h, 2);
+                }
+            }
+            return out;
+        };
+        uint64_t seed = 900;
+        auto check_case = [&](Type t, int64_t rows, int64_t cols, const std::vector<uint8_t>& bytes) {
+            const auto wf = dequantize(t, bytes, rows, cols);
+            for (int variant = 0; variant < 3; ++variant) {
+                CAPTURE(variant);
+                auto x = normal(static_cast<size_t>(cols), seed++);
+                for (int64_t i = 0; i < cols; ++i) {
+                    if (variant == 1 && i % 97 == 5) x[static_cast<size_t>(i)] *= 3000.0f;
+                    if (variant == 2 && i < 256) x[static_cast<size_t>(i)] = 0.0f;
+                    if (variant == 2 && i >= 256 && i < 512) x[static_cast<size_t>(i)] *= 1e-30f;
+                }
+                std::vector<double> ref(static_cast<size_t>(rows));
+                for (int64_t r = 0; r < rows; ++r) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < cols; ++k)
+                        acc += static_cast<double>(wf[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(k)];
+                    ref[static_cast<size_t>(r)] = acc;
+                }
+                const auto y = device::testing::cuda_matvec(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x);
+                // f32 sums of exact products (x carried as two f16 halves, 22+ bits): the CPU emulation of
+                // these kernels (matvec_emu) stays under 3e-6 on the same kinds of inputs.
+                CHECK(rel_l2(y, ref) < 1e-5);
+            }
+        };
+        for (Type t : all) {
+            const bool plain = t == Type::F32 || t == Type::F16 || t == Type::BF16;
+            const int64_t b = plain ? 8 : quant::type_info(t).block_elems;
+            const int64_t shapes[][2] = {{1, b}, {7, 2 * b}, {67, 3 * b}, {45, 11 * b}, {300, 18944}, {20011, b}};
+            for (const auto& sh : shapes) {
+                const int64_t rows = sh[0], cols = sh[1];
+                CAPTURE(name_of(t));
+                CAPTURE(rows);
+                CAPTURE(cols);
+                check_case(t, rows, cols, quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols));
+                if (!plain && rows * cols <= 100000) {
+                    INFO("raw random blocks");
+                    check_case(t, rows, cols, random_blocks(t, rows, cols, seed++));
+                }
+            }
         }
     }
 

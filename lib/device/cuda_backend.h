@@ -128,4 +128,8 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k);
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
+// y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
+// mat-vec, or by its reference kernel; y is poisoned with NaN before the launch.
+std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
+                               const std::vector<float>& x, bool reference = false);
 }  // namespace minfer::device::testing

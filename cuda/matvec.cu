@@ -1,0 +1,140 @@
+// The decode mat-vec y[r] = dot(dequant(W row r), x) for every weight type of the CUDA backend, and its
+// launcher. Three families:
+//
+//  * quantized types (q4_0 .. q6_K): the weights are the A operand of f16 tensor-core MMAs
+//    (mma.m16n8k16, f32 accumulation). Block codes become small integers that f16 holds exactly (with
+//    the K-quants' integer sub-block scales folded in where the product stays exact); x is split per
+//    256-column k-tile into x*s = hi + lo (two f16 values, about 22 significant bits, s a power of two
+//    that keeps |x*s| < 2^15, so nothing overflows and small values keep their precision). Every
+//    product is exact and every sum is f32: the result is an f32-accurate dot product. The tensor cores
+//    do the multiply-adds, so the CUDA cores spend about 1 to 2 instructions per weight on unpacking
+//    codes, which is what lets 2- to 5-bit weights stream at memory speed: an f32 FMA per weight plus
+//    its conversion needs 3 or more, while at 3.4 TB/s of 4-bit data the H200 can issue about 5 per
+//    weight (about 3 for 2-bit data), overheads included. Design, tiling and costs: cuda/matvec_impl.cuh.
+//  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
+//  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
+//
+// Everything is asynchronous on `stream`, allocates nothing and launches one kernel: graph-capturable.
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda/common.cuh"
+#include "cuda/dequant.cuh"
+#include "cuda/kernels.cuh"
+#include "cuda/matvec_impl.cuh"
+
+namespace minfer::cuda {
+namespace {
+
+using namespace mv;
+
+// ---- the reference kernel ---------------------------------------------------------------------------------
+// A block of 8 warps takes 8 / wr rows, wr warps per row (split over K); each lane dequantizes 8
+// consecutive elements per step with deq8 (the bit-exact dequantizer of the f16 path) and accumulates
+// in f32. Simple and slow (it was the decode mat-vec before this file): it serves q8_1 and q8_K, which
+// only appear as activation formats, and is the baseline bench_matvec compares against.
+constexpr int kRefWarps = 8;
+template <Type T>
+__global__ __launch_bounds__(32 * kRefWarps) void matvec_ref_kernel(const uint8_t* w, int64_t rows, int64_t cols,
+                                                                    const float* x, float* y, int wr) {
+    __shared__ float partial[kRefWarps];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rows_per_block = kRefWarps / wr;
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / wr;
+    const int part = warp % wr;
+    float acc = 0.0f;
+    if (r < rows) {
+        const uint8_t* row = w + r * row_bytes_of<T>(cols);
+        for (int64_t e0 = (static_cast<int64_t>(part) * 32 + lane) * 8; e0 < cols; e0 += 256 * wr) {
+            float v[8];
+            deq8<T>(row, e0, v);
+            const float4 a = *reinterpret_cast<const float4*>(x + e0), b = *reinterpret_cast<const float4*>(x + e0 + 4);
+            acc += v[0] * a.x + v[1] * a.y + v[2] * a.z + v[3] * a.w + v[4] * b.x + v[5] * b.y + v[6] * b.z + v[7] * b.w;
+        }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) partial[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x < rows_per_block) {
+        const int64_t rr = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x;
+        float sum = 0.0f;
+        for (int i = 0; i < wr; ++i) sum += partial[threadIdx.x * wr + i];
+        if (rr < rows) y[rr] = sum;
+    }
+}
+
+// Warps per row: about two 256-element steps per warp, a power of two up to 8.
+int ref_split(int64_t cols) {
+    const int64_t steps = (cols + 255) / 256;
+    int wr = 1;
+    while (wr < 8 && steps >= 4 * wr) wr *= 2;
+    return wr;
+}
+
+template <Type T>
+void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+    const int wr = ref_split(cols);
+    matvec_ref_kernel<T><<<blocks_for(rows, kRefWarps / wr), 32 * kRefWarps, 0, stream>>>(static_cast<const uint8_t*>(w),
+                                                                                           rows, cols, x, y, wr);
+}
+
+// CTAs of the MMA kernel per SM with the largest partials: sets the kernel's shared-memory limit once.
+template <Type T>
+int mma_blocks_per_sm() {
+    static const int occupancy = [] {
+        constexpr int smem = mma_smem_bytes<T>(kMaxTilesPerCta);
+        check(cudaFuncSetAttribute(matvec_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+              "mat-vec shared memory limit");
+        int n = 0;
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T>, kThreads, smem), "mat-vec occupancy");
+        return std::max(n, 1);
+    }();
+    return occupancy;
+}
+
+template <Type T>
+void launch_mma(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+    const int per_sm = mma_blocks_per_sm<T>();
+    int dev = 0, sms = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * std::max(sms, 1));
+    matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
+        static_cast<const uint8_t*>(w), x, y, rows, static_cast<int>(cols), row_bytes_of<T>(cols),
+        (rows + kTileRows - 1) / kTileRows, g.maxk);
+}
+
+template <Type T>
+void launch_plain(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+    const auto* wb = static_cast<const uint8_t*>(w);
+    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(wb, x, y, rows, cols);
+    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(wb, x, y, rows, cols);
+}
+
+}  // namespace
+
+void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % 8 != 0)
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights and x must be 16-byte aligned and rows a multiple of 8 long");
+    const bool known = dispatch_type(t, [&](auto tag) {
+        constexpr Type T = decltype(tag)::value;
+        if (cols % Geometry<T>::elems != 0)
+            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
+        if constexpr (kMmaFamily<T>) launch_mma<T>(w, rows, cols, x, y, stream);
+        else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16) launch_plain<T>(w, rows, cols, x, y, stream);
+        else launch_ref<T>(w, rows, cols, x, y, stream);
+    });
+    if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
+    check_launch("matvec");
+}
+
+void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    const bool known = dispatch_type(t, [&](auto tag) { launch_ref<decltype(tag)::value>(w, rows, cols, x, y, stream); });
+    if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
+    check_launch("matvec_reference");
+}
+
+}  // namespace minfer::cuda

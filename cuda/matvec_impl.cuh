@@ -1,0 +1,838 @@
+// Device code of the decode mat-vec (cuda/matvec.cu has the launchers and the design notes): the MMA
+// family for the quantized types and the plain family for f32/f16/bf16. Everything here is also compiled
+// on the host by tests/test_matvec_emu.cpp, which supplies CUDA's built-ins and its own cuda/matvec_ptx.cuh,
+// so the kernels' data paths are checked against float64 on machines without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+
+#include "cuda/matvec_ptx.cuh"
+#include "quant/blocks.h"
+#include "quant/types.h"
+
+namespace minfer::cuda::mv {
+
+using quant::Type;
+
+constexpr unsigned kFull = 0xffffffffu;
+
+// Elements of one block of the quantized types.
+constexpr int block_elems(Type t) {
+    const bool k_quant = t == Type::Q2_K || t == Type::Q3_K || t == Type::Q4_K || t == Type::Q5_K || t == Type::Q6_K;
+    return k_quant ? quant::QK_K : quant::QK;
+}
+// Bytes of one block of the quantized types (quant/blocks.h).
+constexpr int block_bytes(Type t) {
+    switch (t) {
+        case Type::Q4_0: return sizeof(quant::BlockQ4_0);
+        case Type::Q4_1: return sizeof(quant::BlockQ4_1);
+        case Type::Q5_0: return sizeof(quant::BlockQ5_0);
+        case Type::Q5_1: return sizeof(quant::BlockQ5_1);
+        case Type::Q8_0: return sizeof(quant::BlockQ8_0);
+        case Type::Q2_K: return sizeof(quant::BlockQ2_K);
+        case Type::Q3_K: return sizeof(quant::BlockQ3_K);
+        case Type::Q4_K: return sizeof(quant::BlockQ4_K);
+        case Type::Q5_K: return sizeof(quant::BlockQ5_K);
+        case Type::Q6_K: return sizeof(quant::BlockQ6_K);
+        default: return 0;
+    }
+}
+
+// f16 bit pattern of v, for constants that f16 holds exactly (normal range, at most 11 significant bits).
+constexpr uint32_t f16_bits(double v) {
+    uint32_t sign = 0;
+    if (v < 0) {
+        sign = 0x8000u;
+        v = -v;
+    }
+    int e = 0;
+    while (v >= 2.0) {
+        v /= 2.0;
+        ++e;
+    }
+    while (v < 1.0) {
+        v *= 2.0;
+        --e;
+    }
+    return sign | static_cast<uint32_t>(e + 15) << 10 | static_cast<uint32_t>((v - 1.0) * 1024.0);
+}
+// Both halves of an f16x2 set to v.
+constexpr uint32_t h2c(double v) { return f16_bits(v) * 0x10001u; }
+static_assert(f16_bits(1024.0) == 0x6400u && f16_bits(-1032.0) == 0xE408u && f16_bits(0.0625) == 0x2C00u &&
+              f16_bits(-72.0) == 0xD480u && f16_bits(-96.0) == 0xD600u && f16_bits(-1152.0) == 0xE480u,
+              "f16 constants");
+
+// 0x6400 is f16 1024.0 (ulp 1): OR-ing a code of up to 10 bits into its mantissa gives 1024 + code exactly.
+constexpr uint32_t kMagic = 0x64006400u;
+// The same exponent byte four times: __byte_perm(bytes, kMagicB, sel) turns chosen bytes b into 1024 + b.
+constexpr uint32_t kMagicB = 0x64646464u;
+
+__device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v))); }
+__device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16))); }
+__device__ __forceinline__ uint32_t rotl(uint32_t v, int s) { return __funnelshift_l(v, v, s); }
+
+// Shared memory (mv_smem, cuda/matvec_ptx.cuh) by byte offsets, so the compiler emits LDS/STS.
+__device__ __forceinline__ uint32_t ld16(uint32_t off) { return *reinterpret_cast<const uint16_t*>(mv_smem + off); }
+__device__ __forceinline__ uint32_t ld32(uint32_t off) { return *reinterpret_cast<const uint32_t*>(mv_smem + off); }
+__device__ __forceinline__ uint2 ld64(uint32_t off) { return *reinterpret_cast<const uint2*>(mv_smem + off); }
+__device__ __forceinline__ uint4 ld128(uint32_t off) { return *reinterpret_cast<const uint4*>(mv_smem + off); }
+__device__ __forceinline__ float ldf(uint32_t off) { return *reinterpret_cast<const float*>(mv_smem + off); }
+__device__ __forceinline__ void st64(uint32_t off, uint2 v) { *reinterpret_cast<uint2*>(mv_smem + off) = v; }
+__device__ __forceinline__ void stf(uint32_t off, float v) { *reinterpret_cast<float*>(mv_smem + off) = v; }
+__device__ __forceinline__ float ld_f16(uint32_t off) { return f16_lo(ld16(off)); }
+// N consecutive little-endian words at a 2-byte aligned offset: N + 1 aligned loads and funnel shifts
+// (the blocks of q4_0, q5_0, q8_0, q3_K and q6_K are only 2-byte aligned). Reads one word past the end.
+template <int N>
+__device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
+    const uint32_t a = off & ~3u, sh = (off & 2u) * 8u;
+    uint32_t prev = ld32(a);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const uint32_t next = ld32(a + 4 * i + 4);
+        w[i] = __funnelshift_r(prev, next, sh);
+        prev = next;
+    }
+}
+template <int N>
+__device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 4-byte aligned offset
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = ld32(off + 4 * i);
+}
+
+// ---- the MMA family ------------------------------------------------------------------------------------------
+//
+// Work: a CTA of 4 warps owns a contiguous range of 16-row tiles (the ranges are balanced over a grid
+// of about as many CTAs as fit on the GPU at once, so every CTA streams the same number of bytes). An
+// item is (256-column k-tile, row tile); the CTA's items, k-tile major, are split into four contiguous
+// ranges, one per warp.
+//
+// Per item a warp:
+//  * streams the 16 row segments of the k-tile (one K-quant super-block or eight legacy blocks per row)
+//    into a private 4-stage shared-memory ring with 16-byte cp.async copies of the aligned span around
+//    each segment (rows and blocks are only 2-byte aligned in general), issued 3 items ahead: about 7
+//    KB in flight per warp for q4_K, and no registers held by the copies;
+//  * when its k-tile changes, prepares the B operand of that k-tile from x (prefetched one k-tile ahead
+//    into registers): the scale s, the hi/lo f16 split, and the 16- and 32-element sums of x that the
+//    min/offset terms need (sum_i x_i (d sc q_i - dmin m) = d sc sum x_i q_i - dmin m sum x_i);
+//  * runs 16 MMAs (plus one for the min/offset terms of some K-quants). Lane (g, t) decodes rows g and
+//    g + 8: four columns per MMA, chosen by t alone, so the A operand is filled straight from the codes.
+//    B is "block diagonal": column 2t (hi) and 2t + 1 (lo) are nonzero only in lane t's k-slots, so the
+//    MMA hands lane (g, t) exactly its own partial dot products D[g][2t] + D[g][2t+1] and D[g+8][..]:
+//    each lane applies its own block scales in f32 (legacy blocks, q6_K sub-blocks), no shuffles;
+//  * adds the four lanes of each row at the end of a row tile into a per-warp partial; the CTA sums the
+//    warps' partials and writes y once.
+//
+// Shared memory per CTA: 4 x (4 stages x 16 rows x segment, the B fragments 17 x 72 bytes, 32 sums)
+// plus the partials (64 bytes per tile): 50-56 KB for q4_K, so 4 CTAs (16 warps) per SM; at most 128
+// registers per thread (__launch_bounds__(128, 4)), no spills.
+//
+// Costs per weight (issue slots of one lane, counted in the PTX; q4_K): unpacking about 1.1 (one shift,
+// four LOP3 and four HFMA2 per 8 codes: the magic-number OR turns a nibble into 1024 + q, the HFMA2
+// removes the 1024 and applies the sub-block scale), scales 0.4, MMAs and B loads 0.25, copies and item
+// bookkeeping 0.5, row flushes 0.15 when a CTA has several tiles, and the x preparation 0.8 / (row
+// tiles per CTA): 2.9 to 3.5 in all, against about 5 the H200 can issue per 4-bit weight at 3.4 TB/s.
+// Legacy blocks add f32 scaling per block (0.25), q5 and q3_K/q6_K more bit assembly. Shared-memory
+// traffic is budgeted under the 128 bytes per clock of an SM: 16-byte loads where blocks are 16-byte
+// aligned (q4_K, q5_K), and segments an odd number of 16-byte units apart so the 4-byte loads of the
+// other types see 1- to 4-way conflicts at most.
+
+constexpr int kWarps = 4, kThreads = 32 * kWarps;
+constexpr int kTileRows = 16, kKTile = 256, kMmas = 16;
+// B fragments of one k-tile: per MMA 8 entries of 8 bytes (hi and lo pairs of lane t's four columns,
+// entry 2t + hl) and a ninth that stays zero (read by the 24 lanes whose B registers are zero).
+constexpr int kFragRow = 9 * 8, kFragBytes = (kMmas + 1) * kFragRow, kSumsBytes = 32 * 4;
+constexpr int kMaxTilesPerCta = 24;  // partials of 6 KB: q4_K keeps 4 CTAs per SM
+// Sums layout (floats): [0] = 1/s, [4 + j] = sum of x over columns 32j .. 32j+31.
+constexpr int kSumInv = 0, kSum32 = 4;
+
+struct Item {
+    uint32_t o0, o1;  // shared offsets of the k-tile bytes of rows g and g + 8
+    uint32_t xf;      // shared offset of this lane's B entry of MMA 0 (MMA m at + m * kFragRow)
+    uint32_t xs;      // shared offset of the k-tile's sums
+    int t;            // lane & 3
+    int nb;           // legacy types: blocks present in this k-tile (8 except at the end of a row)
+};
+__device__ __forceinline__ uint2 bfrag(const Item& c, int m) { return ld64(c.xf + m * kFragRow); }
+
+// Per-type code. map(q) gives (MMA, t) of the four columns 4q .. 4q+3 of a k-tile (a lane feeds columns
+// 4q, 4q+2 as its first f16 pair and 4q+1, 4q+3 as its second); extra_lane(t, i) where the sum of x that
+// lane t's k-slot i of MMA 16 holds comes from; tile() decodes and multiplies one item.
+
+// q4_K and q5_K: lane t takes qs bytes 32t .. 32t+31 of the super-block, i.e. sub-blocks 2t (low
+// nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l). The codes enter the MMA as sc * q
+// (at most 63 * 31, exact in f16), so one accumulator covers the super-block; MMA 16 multiplies the mins
+// m_{2t}, m_{2t+1} by the sub-block sums of x.
+template <bool Q5>
+__device__ __forceinline__ void tile_k45(const Item& c, float& y0, float& y1) {
+    const int t = c.t;
+    const float inv_s = ldf(c.xs + 4 * kSumInv);
+    uint32_t k0[2], n0[2], k1[2], n1[2], mins[2];
+    float dd[2], dm[2];
+    uint32_t q[2][8], qh[2][8];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t o = r ? c.o1 : c.o0;
+        const uint4 h = ld128(o);  // d, dmin, scales[0..11]
+        const bool low = t < 2;
+        const uint32_t sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
+        const uint32_t mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+        const uint32_t sel = 0x4040u + (t & 1) * 0x0202u;  // byte 2(t&1) into both halves
+        k0[r] = hadd2(__byte_perm(sc, kMagicB, sel), h2c(-1024.0));                         // sc_{2t}
+        n0[r] = hmul2(k0[r], h2c(-1024.0));
+        k1[r] = hfma2(__byte_perm(sc, kMagicB, sel + 0x0101u), h2c(0.0625), h2c(-64.0));  // sc_{2t+1} / 16
+        n1[r] = hmul2(k1[r], h2c(-1024.0));
+        mins[r] = hadd2(__byte_perm(mn, kMagicB, 0x4140u + (t & 1) * 0x0202u), h2c(-1024.0));  // m_{2t}, m_{2t+1}
+        dd[r] = f16_lo(h.x) * inv_s;
+        dm[r] = f16_hi(h.x) * (32.0f * inv_s);
+        const uint32_t qo = o + (Q5 ? 48 : 16) + 32 * t;
+        const uint4 a = ld128(qo), b = ld128(qo + 16);
+        q[r][0] = a.x; q[r][1] = a.y; q[r][2] = a.z; q[r][3] = a.w;
+        q[r][4] = b.x; q[r][5] = b.y; q[r][6] = b.z; q[r][7] = b.w;
+        if constexpr (Q5) {
+            const uint4 u = ld128(o + 16), v = ld128(o + 32);
+            qh[r][0] = u.x; qh[r][1] = u.y; qh[r][2] = u.z; qh[r][3] = u.w;
+            qh[r][4] = v.x; qh[r][5] = v.y; qh[r][6] = v.z; qh[r][7] = v.w;
+        }
+    }
+    // q5_K: bit 2t (low nibbles) or 2t + 1 (high nibbles) of qh[l] is bit 4 of the code; rotate it to
+    // bit 4 (code in the low nibble, value 1024 + q) or bit 8 (high nibble, 1024 + 16 q) of each half.
+    const int ra = (4 - 2 * t) & 31, rb = (-4 - 2 * t) & 31, rc = (7 - 2 * t) & 31, rd = (-1 - 2 * t) & 31;
+    float cl[4] = {0.f, 0.f, 0.f, 0.f}, ch[4] = {0.f, 0.f, 0.f, 0.f}, ce[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        uint32_t le[2], lo[2], he[2], ho[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t w = q[r][i], w8 = w >> 8;
+            uint32_t pe = (w & 0x000F000Fu) | kMagic, po = (w8 & 0x000F000Fu) | kMagic;
+            uint32_t qe = (w & 0x00F000F0u) | kMagic, qo = (w8 & 0x00F000F0u) | kMagic;
+            if constexpr (Q5) {
+                const uint32_t u = qh[r][i];
+                pe |= rotl(u, ra) & 0x00100010u;
+                po |= rotl(u, rb) & 0x00100010u;
+                qe |= rotl(u, rc) & 0x01000100u;
+                qo |= rotl(u, rd) & 0x01000100u;
+            }
+            le[r] = hfma2(pe, k0[r], n0[r]);
+            lo[r] = hfma2(po, k0[r], n0[r]);
+            he[r] = hfma2(qe, k1[r], n1[r]);
+            ho[r] = hfma2(qo, k1[r], n1[r]);
+        }
+        mma(cl, le[0], le[1], lo[0], lo[1], bfrag(c, i));
+        mma(ch, he[0], he[1], ho[0], ho[1], bfrag(c, 8 + i));
+    }
+    mma(ce, mins[0], mins[1], 0u, 0u, bfrag(c, 16));
+    y0 += dd[0] * (cl[0] + cl[1] + ch[0] + ch[1]) - dm[0] * (ce[0] + ce[1]);
+    y1 += dd[1] * (cl[2] + cl[3] + ch[2] + ch[3]) - dm[1] * (ce[2] + ce[3]);
+}
+
+// Scales of sub-blocks 4t .. 4t+3 for q2_K and q3_K: byte j of sb holds the stored scale of sub-block
+// 4t + j (+ 32 for q3_K, which `off` = -1056 removes; -1024 for q2_K). s[j] = scale * 4^-k in both
+// halves (f0 = 4^-k for j = 0, 1 and f1 for j = 2, 3), n[j] = -1024 s[j]: hfma2(1024 + u 4^k, s, n) is
+// then exactly scale * u.
+__device__ __forceinline__ void sub_scales(uint32_t sb, uint32_t f0, uint32_t f1, uint32_t off, uint32_t (&s)[4],
+                                           uint32_t (&n)[4]) {
+    const uint32_t o0 = hmul2(off, f0), o1 = hmul2(off, f1);
+    s[0] = hfma2(__byte_perm(sb, kMagicB, 0x4040u), f0, o0);
+    s[1] = hfma2(__byte_perm(sb, kMagicB, 0x4141u), f0, o0);
+    s[2] = hfma2(__byte_perm(sb, kMagicB, 0x4242u), f1, o1);
+    s[3] = hfma2(__byte_perm(sb, kMagicB, 0x4343u), f1, o1);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) n[j] = hmul2(s[j], h2c(-1024.0));
+}
+
+// q2_K and q3_K: lane t takes half h = t >> 1 and the 2-bit fields k = 2(t & 1) + kk (kk = 0, 1) of
+// qs[32h + l], l = 0..31: columns 64t + 32kk + l, sub-blocks 4t + 2kk + (l >= 16). A field stays at bits
+// 2k of its byte (value 1024 + u 4^k) and its scale constant carries the 4^-k. The codes enter the MMA
+// as scale * u (q2_K: at most 15 * 3; q3_K: u = low + 4 * high bit, at most 32 * 7), exact in f16. MMA
+// 16 multiplies the lane's four mins (q2_K) or scales (q3_K, whose code is u - 4) by the 16-element
+// sums of x.
+template <bool Q3>
+__device__ __forceinline__ void tile_k23(const Item& c, float& y0, float& y1) {
+    const int t = c.t, h = t >> 1;
+    const float inv_s = ldf(c.xs + 4 * kSumInv);
+    const uint32_t f0 = (t & 1) ? h2c(1.0 / 16) : h2c(1.0), f1 = (t & 1) ? h2c(1.0 / 64) : h2c(0.25);
+    const uint32_t ml0 = 0x00030003u << (4 * (t & 1)), ml1 = ml0 << 2;  // field k = k0, k0 + 1 of bytes 0 and 2
+    const uint32_t mh0 = 0x00040004u << (4 * (t & 1)), mh1 = mh0 << 2;  // q3_K: bit 2k + 2, for the high bit
+    // q3_K: bit 4h + k of hmask[l] moves to bit 2k + 2 of the same byte (bytes 0/2: r, bytes 1/3: r - 8).
+    const int r0 = (2 * (t & 1) + 2 - 4 * h) & 31, r1 = (r0 + 1) & 31, r0o = (r0 - 8) & 31, r1o = (r1 - 8) & 31;
+    uint32_t s[2][4], n[2][4], ea[2], eb[2], q[2][8], hm[2][8];
+    float dd[2], de[2];  // factors of the main sums and of MMA 16
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t o = r ? c.o1 : c.o0;
+        uint32_t sb, eb_bytes, off;
+        if constexpr (Q3) {  // hmask[32], qs[64], scales[12], d; 2-byte aligned
+            uint32_t sw[3];
+            ld_words<3>(o + 96, sw);
+            // low 4 bits: scales[j] & 15 (j < 8) or scales[j - 8] >> 4; high 2: scales[8 + j % 4] >> 2 (j / 4)
+            const uint32_t low = (((t & 1) ? sw[1] : sw[0]) >> (4 * h)) & 0x0F0F0F0Fu;
+            sb = low | (((sw[2] >> (2 * t)) & 0x03030303u) << 4);
+            eb_bytes = sb;
+            off = h2c(-1056.0);
+            const float d = ld_f16(o + 108);
+            dd[r] = d * inv_s;
+            de[r] = -128.0f * d * inv_s;  // -4 sum_j (s_j - 32) X_j, MMA 16 holding X_j s / 32
+            ld_words<8>(o + 32 + 32 * h, q[r]);
+            ld_words<8>(o, hm[r]);
+        } else {  // scales[16], qs[64], d, dmin; 4-byte aligned
+            const uint32_t wsc = ld32(o + 4 * t);
+            sb = wsc & 0x0F0F0F0Fu;
+            eb_bytes = (wsc >> 4) & 0x0F0F0F0Fu;
+            off = h2c(-1024.0);
+            const uint32_t dw = ld32(o + 80);
+            dd[r] = f16_lo(dw) * inv_s;
+            de[r] = -32.0f * f16_hi(dw) * inv_s;  // -dmin sum_j m_j X_j
+            ld_words4<8>(o + 16 + 32 * h, q[r]);
+        }
+        sub_scales(sb, f0, f1, off, s[r], n[r]);
+        ea[r] = hadd2(__byte_perm(eb_bytes, kMagicB, 0x4140u), off);  // sub-blocks 4t, 4t + 1
+        eb[r] = hadd2(__byte_perm(eb_bytes, kMagicB, 0x4342u), off);  // 4t + 2, 4t + 3
+    }
+    float c0[4] = {0.f, 0.f, 0.f, 0.f}, c1[4] = {0.f, 0.f, 0.f, 0.f}, ce[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int lh = i >> 2;
+        uint32_t a0e[2], a0o[2], a1e[2], a1o[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t w = q[r][i], w8 = w >> 8;
+            uint32_t p0e = (w & ml0) | kMagic, p0o = (w8 & ml0) | kMagic;
+            uint32_t p1e = (w & ml1) | kMagic, p1o = (w8 & ml1) | kMagic;
+            if constexpr (Q3) {
+                const uint32_t hb = hm[r][i];
+                p0e |= rotl(hb, r0) & mh0;
+                p0o |= rotl(hb, r0o) & mh0;
+                p1e |= rotl(hb, r1) & mh1;
+                p1o |= rotl(hb, r1o) & mh1;
+            }
+            a0e[r] = hfma2(p0e, s[r][lh], n[r][lh]);
+            a0o[r] = hfma2(p0o, s[r][lh], n[r][lh]);
+            a1e[r] = hfma2(p1e, s[r][2 + lh], n[r][2 + lh]);
+            a1o[r] = hfma2(p1o, s[r][2 + lh], n[r][2 + lh]);
+        }
+        mma(c0, a0e[0], a0e[1], a0o[0], a0o[1], bfrag(c, i));
+        mma(c1, a1e[0], a1e[1], a1o[0], a1o[1], bfrag(c, 8 + i));
+    }
+    mma(ce, ea[0], ea[1], eb[0], eb[1], bfrag(c, 16));
+    y0 += dd[0] * (c0[0] + c0[1] + c1[0] + c1[1]) + de[0] * (ce[0] + ce[1]);
+    y1 += dd[1] * (c0[2] + c0[3] + c1[2] + c1[3]) + de[1] * (ce[2] + ce[3]);
+}
+
+// q6_K: lane t takes half h = t >> 1 and the ql bytes 64h + 32k1 + l (k1 = t & 1): low nibbles are field
+// k = k1 (columns 128h + 32k1 + l), high nibbles k = k1 + 2 (64 columns further); qh[32h + l] adds bits
+// 4-5. The int8 sub-block scales times (q - 32) can exceed f16's exact range, so the codes enter as
+// q - 32 and each of the lane's four sub-blocks (16 columns) keeps its own accumulator, scaled in f32.
+__device__ __forceinline__ void tile_q6k(const Item& c, float& y0, float& y1) {
+    const int t = c.t, h = t >> 1, k1 = t & 1;
+    const float inv_s = ldf(c.xs + 4 * kSumInv);
+    const int shl = 4 - 2 * k1, shr = 4 + 2 * k1;  // qh field k1 (and k1 + 2) to bit 4 (8) of each half
+    uint32_t ql[2][8], qh[2][8];
+    float ds[2][4];  // d sc_j / s for sub-blocks 8h + 2k1 + 4nib + lh, index 2nib + lh
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t o = r ? c.o1 : c.o0;
+        ld_words<8>(o + 64 * h + 32 * k1, ql[r]);
+        ld_words<8>(o + 128 + 32 * h, qh[r]);
+        const float d = ld_f16(o + 208) * inv_s;
+#pragma unroll
+        for (int nib = 0; nib < 2; ++nib) {
+            const uint32_t v = ld16(o + 192 + 8 * h + 2 * k1 + 4 * nib);
+            ds[r][2 * nib] = d * static_cast<float>(static_cast<int8_t>(v & 0xffu));
+            ds[r][2 * nib + 1] = d * static_cast<float>(static_cast<int8_t>(v >> 8));
+        }
+    }
+    float acc[4][4] = {};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int lh = i >> 2;
+        uint32_t a0e[2], a0o[2], a1e[2], a1o[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t l = ql[r][i], l8 = l >> 8, qe = qh[r][i] << shl, qo = qh[r][i] >> shr;
+            a0e[r] = hadd2((l & 0x000F000Fu) | kMagic | (qe & 0x00300030u), h2c(-1056.0));  // 1024 + q -> q - 32
+            a0o[r] = hadd2((l8 & 0x000F000Fu) | kMagic | (qo & 0x00300030u), h2c(-1056.0));
+            a1e[r] = hfma2((l & 0x00F000F0u) | kMagic | (qe & 0x03000300u), h2c(0.0625), h2c(-96.0));  // 1024 + 16q
+            a1o[r] = hfma2((l8 & 0x00F000F0u) | kMagic | (qo & 0x03000300u), h2c(0.0625), h2c(-96.0));
+        }
+        mma(acc[lh], a0e[0], a0e[1], a0o[0], a0o[1], bfrag(c, i));
+        mma(acc[2 + lh], a1e[0], a1e[1], a1o[0], a1o[1], bfrag(c, 8 + i));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        y0 += ds[0][j] * (acc[j][0] + acc[j][1]);
+        y1 += ds[1][j] * (acc[j][2] + acc[j][3]);
+    }
+}
+
+// q4_0, q4_1, q5_0, q5_1 (32-element blocks: d, [m], [qh], qs[16]): lane t takes blocks t and t + 4 of
+// the k-tile (columns 32 blk + l) whole, so each block's f16 scale d (and offset m) is applied by one
+// lane in f32. Word i of qs gives elements 4i .. 4i+3 (low nibbles) and 16 + 4i .. (high nibbles); the
+// fifth bits of q5_0/q5_1 are spread from qh to bit 4 (8) of each half with one multiply.
+template <Type T>
+__device__ __forceinline__ void tile_q45(const Item& c, float& y0, float& y1) {
+    constexpr bool kMin = T == Type::Q4_1 || T == Type::Q5_1, kFive = T == Type::Q5_0 || T == Type::Q5_1;
+    constexpr int kBytes = block_bytes(T);
+    constexpr double kZero = T == Type::Q4_0 ? 8.0 : T == Type::Q5_0 ? 16.0 : 0.0;  // code offset
+    const float inv_s = ldf(c.xs + 4 * kSumInv);
+#pragma unroll
+    for (int bb = 0; bb < 2; ++bb) {
+        const int blk = c.t + 4 * bb;
+        const bool valid = blk < c.nb;
+        uint32_t w[2][4], qh[2] = {0u, 0u};
+        float dd[2], mf[2] = {0.f, 0.f};
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t o = (r ? c.o1 : c.o0) + blk * kBytes;
+            if constexpr (T == Type::Q4_0) {
+                ld_words<4>(o + 2, w[r]);
+            } else if constexpr (T == Type::Q4_1) {
+                ld_words4<4>(o + 4, w[r]);
+            } else if constexpr (T == Type::Q5_0) {
+                uint32_t v[5];
+                ld_words<5>(o + 2, v);
+                qh[r] = v[0];
+                for (int i = 0; i < 4; ++i) w[r][i] = v[i + 1];
+            } else {
+                qh[r] = ld32(o + 4);
+                ld_words4<4>(o + 8, w[r]);
+            }
+            dd[r] = valid ? ld_f16(o) * inv_s : 0.0f;  // a missing block (end of a row): no contribution
+            if constexpr (kMin) mf[r] = valid ? ld_f16(o + 2) : 0.0f;
+        }
+        float cl[4] = {0.f, 0.f, 0.f, 0.f}, ch[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            uint32_t le[2], lo[2], he[2], ho[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const uint32_t x = w[r][i], x8 = x >> 8;
+                uint32_t pe = (x & 0x000F000Fu) | kMagic, po = (x8 & 0x000F000Fu) | kMagic;
+                uint32_t qe = (x & 0x00F000F0u) | kMagic, qo = (x8 & 0x00F000F0u) | kMagic;
+                if constexpr (kFive) {
+                    // bits 0 and 2 of u (elements 4i and 4i + 2) to bits 4 and 20, and likewise for the rest
+                    const uint32_t u = qh[r] >> (4 * i);
+                    pe |= ((u & 5u) * 0x40010u) & 0x00100010u;
+                    po |= (((u >> 1) & 5u) * 0x40010u) & 0x00100010u;
+                    qe |= (((u >> 16) & 5u) * 0x400100u) & 0x01000100u;
+                    qo |= (((u >> 17) & 5u) * 0x400100u) & 0x01000100u;
+                }
+                le[r] = hadd2(pe, h2c(-1024.0 - kZero));
+                lo[r] = hadd2(po, h2c(-1024.0 - kZero));
+                he[r] = hfma2(qe, h2c(0.0625), h2c(-64.0 - kZero));
+                ho[r] = hfma2(qo, h2c(0.0625), h2c(-64.0 - kZero));
+            }
+            mma(cl, le[0], le[1], lo[0], lo[1], bfrag(c, 8 * bb + i));
+            mma(ch, he[0], he[1], ho[0], ho[1], bfrag(c, 8 * bb + 4 + i));
+        }
+        y0 += dd[0] * (cl[0] + cl[1] + ch[0] + ch[1]);
+        y1 += dd[1] * (cl[2] + cl[3] + ch[2] + ch[3]);
+        if constexpr (kMin) {  // + m sum x over the block
+            const float xsum = ldf(c.xs + 4 * (kSum32 + blk));
+            y0 += mf[0] * xsum;
+            y1 += mf[1] * xsum;
+        }
+    }
+}
+
+// q8_0 (d, qs[32] signed): lane t takes blocks t and t + 4 whole; word i gives elements 4i .. 4i+3,
+// turned into f16 by flipping the sign bit (b + 128) and placing the byte in 1024's mantissa.
+__device__ __forceinline__ void tile_q80(const Item& c, float& y0, float& y1) {
+    const float inv_s = ldf(c.xs + 4 * kSumInv);
+#pragma unroll
+    for (int bb = 0; bb < 2; ++bb) {
+        const int blk = c.t + 4 * bb;
+        const bool valid = blk < c.nb;
+        uint32_t w[2][8];
+        float dd[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t o = (r ? c.o1 : c.o0) + blk * 34;
+            ld_words<8>(o + 2, w[r]);
+            dd[r] = valid ? ld_f16(o) * inv_s : 0.0f;
+        }
+        float ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            uint32_t e[2], od[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const uint32_t x = w[r][i] ^ 0x80808080u;
+                e[r] = hadd2(__byte_perm(x, kMagicB, 0x4240u), h2c(-1152.0));   // bytes 0, 2
+                od[r] = hadd2(__byte_perm(x, kMagicB, 0x4341u), h2c(-1152.0));  // bytes 1, 3
+            }
+            float(&acc)[4] = (i & 1) ? cb : ca;
+            mma(acc, e[0], e[1], od[0], od[1], bfrag(c, 8 * bb + i));
+        }
+        y0 += dd[0] * (ca[0] + ca[1] + cb[0] + cb[1]);
+        y1 += dd[1] * (ca[2] + ca[3] + cb[2] + cb[3]);
+    }
+}
+
+// Per-type traits of the MMA family. kKtBytes: bytes of one row's 256-column k-tile.
+template <Type T>
+struct Mv;
+template <Type T>
+struct MvKQuant {  // q2_K .. q5_K: column group q is lane q >> 4's MMA q & 15
+    static constexpr int kKtBytes = block_bytes(T);
+    static constexpr bool kExtra = true;
+    __device__ static int2 map(int q) { return make_int2(q & 15, q >> 4); }
+    // MMA 16, lane t's k-slot i: the sum of x over sub-block 2t + i (32 columns: q4_K, q5_K; none for
+    // i >= 2) or 4t + i (16 columns: q2_K, q3_K); extra_lane is a lane that holds it after prep's sums.
+    static constexpr bool kExtra16 = T == Type::Q2_K || T == Type::Q3_K;
+    __device__ static int extra_lane(int t, int i) {
+        if constexpr (kExtra16) return 8 * t + 2 * i;
+        else return i < 2 ? 8 * t + 4 * i : -1;
+    }
+};
+template <> struct Mv<Type::Q2_K> : MvKQuant<Type::Q2_K> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_k23<false>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q3_K> : MvKQuant<Type::Q3_K> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_k23<true>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q4_K> : MvKQuant<Type::Q4_K> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_k45<false>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q5_K> : MvKQuant<Type::Q5_K> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_k45<true>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q6_K> {
+    static constexpr int kKtBytes = block_bytes(Type::Q6_K);
+    static constexpr bool kExtra = false, kExtra16 = false;
+    // columns 128h + 64nib + 32k1 + 4i: lane 2h + k1, MMA 8nib + i
+    __device__ static int2 map(int q) { return make_int2(((q >> 4) & 1) * 8 + (q & 7), 2 * (q >> 5) + ((q >> 3) & 1)); }
+    __device__ static int extra_lane(int, int) { return -1; }
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q6k(c, y0, y1); }
+};
+template <Type T>
+struct MvLegacy {  // eight 32-element blocks per k-tile; block blk is lane blk & 3's MMAs 8 (blk >> 2) ..
+    static constexpr int kKtBytes = 8 * block_bytes(T);
+    static constexpr bool kExtra = false, kExtra16 = false;
+    __device__ static int2 map(int q) { return make_int2(8 * (q >> 5) + (q & 7), (q >> 3) & 3); }
+    __device__ static int extra_lane(int, int) { return -1; }
+};
+template <> struct Mv<Type::Q4_0> : MvLegacy<Type::Q4_0> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q45<Type::Q4_0>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q4_1> : MvLegacy<Type::Q4_1> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q45<Type::Q4_1>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q5_0> : MvLegacy<Type::Q5_0> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q45<Type::Q5_0>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q5_1> : MvLegacy<Type::Q5_1> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q45<Type::Q5_1>(c, y0, y1); }
+};
+template <> struct Mv<Type::Q8_0> : MvLegacy<Type::Q8_0> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q80(c, y0, y1); }
+};
+
+template <Type T>
+constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
+                            T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
+
+// Ring slots per warp (items in flight: kStages - 1). A power of two; a tuning knob for A/B builds
+// (NVCC_APPEND_FLAGS=-DMINFER_MATVEC_STAGES=8 ...).
+#ifndef MINFER_MATVEC_STAGES
+#define MINFER_MATVEC_STAGES 4
+#endif
+constexpr int kStages = MINFER_MATVEC_STAGES;
+static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "MINFER_MATVEC_STAGES: a power of two, at least 2");
+// Bytes per row segment in the ring: the data (at offset <= 14 in the slot, the offset of its address
+// modulo 16) plus the word ld_words reads past it, rounded to an odd number of 16-byte units so that the
+// eight rows a warp-wide load touches start in eight different 4-bank groups.
+constexpr int seg_bytes(int kt_bytes) { return ((kt_bytes + 18 + 15) / 16 | 1) * 16; }
+template <Type T>
+constexpr int warp_bytes() {
+    return (kStages * kTileRows * seg_bytes(Mv<T>::kKtBytes) + kFragBytes + kSumsBytes + 15) / 16 * 16;
+}
+template <Type T>
+constexpr int mma_smem_bytes(int maxk) {
+    return (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T>();
+}
+
+// B operand of one k-tile from x[kt*256 ..]: lane L holds columns 8L .. 8L+7 in v (zeros past the row).
+// s = 2^e makes max |x s| < 2^15 (f16 range with room); x s = hi + lo with hi = x s truncated to 11
+// significant bits (exact in f16) and lo = the rest rounded to f16: 22 bits or more of every value.
+template <Type T>
+__device__ __forceinline__ void prep_ktile(const float4 xa, const float4 xb, uint32_t frag, uint32_t xs, int lane) {
+    const float v[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    float am = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) am = fmaxf(am, fabsf(v[i]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) am = fmaxf(am, __shfl_xor_sync(kFull, am, o));
+    // am < 2^(eb - 126), so s = 2^(141 - eb) gives am s < 2^15; clamped for zero and tiny maxima.
+    const int eb = static_cast<int>(__float_as_uint(am) >> 23);
+    const int es = min(max(268 - eb, 1), 253);
+    const float s = __uint_as_float(static_cast<uint32_t>(es) << 23);
+    const float inv_s = __uint_as_float(static_cast<uint32_t>(254 - es) << 23);
+    auto split = [](float f, float& hi, float& lo) {
+        hi = __uint_as_float(__float_as_uint(f) & 0xFFFFE000u);
+        lo = f - hi;
+    };
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+        const int2 mt = Mv<T>::map(2 * lane + j);
+        float hi[4], lo[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) split(v[4 * j + i] * s, hi[i], lo[i]);
+        const uint32_t e = frag + mt.x * kFragRow + 16 * mt.y;  // entries 2t (hi) and 2t + 1 (lo)
+        st64(e, make_uint2(pack_f16x2(hi[0], hi[2]), pack_f16x2(hi[1], hi[3])));
+        st64(e + 8, make_uint2(pack_f16x2(lo[0], lo[2]), pack_f16x2(lo[1], lo[3])));
+    }
+    // Sums of x over 16 columns (lanes 2j, 2j + 1 hold sub-block j's) and 32 columns (lanes 4j .. 4j+3).
+    const float sum = ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+    const float s16 = sum + __shfl_xor_sync(kFull, sum, 1);
+    const float s32 = s16 + __shfl_xor_sync(kFull, s16, 2);
+    if (lane == 0) stf(xs + 4 * kSumInv, inv_s);
+    if ((lane & 3) == 0) stf(xs + 4 * (kSum32 + (lane >> 2)), s32);  // the legacy offsets m read these
+    if constexpr (Mv<T>::kExtra) {
+        // MMA 16: lane t's k-slot i holds the sum of x over one of its sub-blocks (Mv::extra_lane says
+        // which lane has it), scaled by s / 32 (so |.| < 2^15).
+        const float sx = s * 0.03125f;
+        float hi[4], lo[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int src = Mv<T>::extra_lane(lane & 3, i);
+            const float e = __shfl_sync(kFull, Mv<T>::kExtra16 ? s16 : s32, src < 0 ? 0 : src);
+            split(src < 0 ? 0.0f : e * sx, hi[i], lo[i]);
+        }
+        if (lane < 4) {
+            const uint32_t e = frag + kMmas * kFragRow + 16 * lane;
+            st64(e, make_uint2(pack_f16x2(hi[0], hi[1]), pack_f16x2(hi[2], hi[3])));
+            st64(e + 8, make_uint2(pack_f16x2(lo[0], lo[1]), pack_f16x2(lo[2], lo[3])));
+        }
+    }
+}
+
+// One 16-byte cp.async per chunk J of the lane's span (chunks J * 2 + half; immediate offsets).
+template <int J>
+__device__ __forceinline__ void copy_chunk(uint32_t dst, const uint8_t* src, int chunk, int nch, int rem) {
+    if (chunk < nch) cp_async16<32 * J>(dst, src, min(16, rem - 32 * J));
+}
+template <int... J>
+__device__ __forceinline__ void copy_span(std::integer_sequence<int, J...>, uint32_t dst, const uint8_t* src, int half, int nch,
+                                          int rem) {
+    (copy_chunk<J>(dst, src, 2 * J + half, nch, rem), ...);
+}
+
+template <Type T>
+__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
+                                                                 float* __restrict__ y, int64_t rows, int cols,
+                                                                 int64_t row_bytes, int64_t tiles, int maxk) {
+    constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes(KTB);
+    constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tb0 = tiles * blockIdx.x / gridDim.x, tb1 = tiles * (blockIdx.x + 1) / gridDim.x;
+    const int k = static_cast<int>(tb1 - tb0);  // row tiles of this CTA (<= maxk)
+    const int n_kt = (cols + kKTile - 1) / kKTile;
+    const int n_items = n_kt * k;
+    const int i0 = n_items * warp / kWarps, i1 = n_items * (warp + 1) / kWarps;
+
+    const uint32_t part_bytes = (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16;
+    const uint32_t ring = part_bytes + warp * warp_bytes<T>();
+    const uint32_t frag = ring + kStages * kTileRows * SEG, sums = frag + kFragBytes;
+    const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(mv_smem));
+    float* part = reinterpret_cast<float*>(mv_smem) + warp * maxk * kTileRows;
+    for (int i = lane; i < k * kTileRows; i += 32) part[i] = 0.0f;
+    if (lane <= kMmas) st64(frag + lane * kFragRow + 64, make_uint2(0u, 0u));  // the zero entries
+
+    // Copying: item `ic` (k-tile ic_kt, tile ic_tl) goes to ring slot ic % kStages. Lane: row lane & 15,
+    // chunks half, half + 2, ... of the aligned span around that row's segment. One cp.async group per
+    // item (empty past the warp's items), so waiting for all but the newest kStages - 1 groups means
+    // waiting for the item about to be decoded.
+    const int rr = lane & 15, half = lane >> 4;
+    const int64_t total = rows * row_bytes;
+    int ic = i0, ic_kt = 0, ic_tl = 0;
+    if (i0 < i1) {
+        ic_kt = i0 / k;
+        ic_tl = i0 - ic_kt * k;
+    }
+    auto issue = [&]() {
+        if (ic < i1) {
+            const int64_t r = (tb0 + ic_tl) * kTileRows + rr;
+            if (r < rows) {
+                const int64_t kb = static_cast<int64_t>(ic_kt) * KTB, src = r * row_bytes + kb;
+                int n = KTB;
+                if constexpr (kPartialTiles) n = static_cast<int>(min(static_cast<int64_t>(KTB), row_bytes - kb));
+                const int off = static_cast<int>(src & 15);
+                const int64_t a = src - off + 16 * half;
+                const int rem = static_cast<int>(min(total - a, static_cast<int64_t>(1) << 30));  // matrix bytes from a on
+                const uint32_t dst = smem_base + ring + (ic & (kStages - 1)) * (kTileRows * SEG) + rr * SEG + 16 * half;
+                copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, w + a, half, (off + n + 15) >> 4, rem);
+            }
+            if (++ic_tl == k) {
+                ic_tl = 0;
+                ++ic_kt;
+            }
+        }
+        ++ic;
+        cp_async_commit();
+    };
+    float4 xa = make_float4(0.f, 0.f, 0.f, 0.f), xb = xa;
+    auto load_x = [&](int kt) {
+        const int col = kt * kKTile + 8 * lane;
+        if (col < cols) {
+            xa = __ldg(reinterpret_cast<const float4*>(x + col));
+            xb = __ldg(reinterpret_cast<const float4*>(x + col) + 1);
+        } else {
+            xa = xb = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    };
+    if (i0 < i1) load_x(ic_kt);
+#pragma unroll
+    for (int p = 0; p < kStages - 1; ++p) issue();
+
+    // This lane's B entry: 2t + hl for the eight lanes (g = 2t + hl) that hold B columns 2t, 2t + 1.
+    const uint32_t xf = frag + ((lane >> 3) == t ? 16 * t + 8 * ((lane >> 2) & 1) : 64);
+    // Row r = 16 * tile + g starts at byte r * row_bytes, which is g * row_bytes modulo 16 in every tile.
+    const int rg0 = static_cast<int>((g * row_bytes) & 15), rg1 = static_cast<int>(((g + 8) * row_bytes) & 15);
+    int kt = ic_kt, tl = ic_tl, cur_kt = -1, cur_tl = -1;
+    if (i0 < i1) {
+        kt = i0 / k;
+        tl = i0 - kt * k;
+    }
+    float y0 = 0.0f, y1 = 0.0f;
+    auto flush = [&]() {  // the four lanes of each row, into this warp's partial
+        y0 += __shfl_xor_sync(kFull, y0, 1);
+        y1 += __shfl_xor_sync(kFull, y1, 1);
+        y0 += __shfl_xor_sync(kFull, y0, 2);
+        y1 += __shfl_xor_sync(kFull, y1, 2);
+        if (t == 0) {
+            part[cur_tl * kTileRows + g] += y0;
+            part[cur_tl * kTileRows + g + 8] += y1;
+        }
+        y0 = y1 = 0.0f;
+    };
+    for (int it = i0; it < i1; ++it) {
+        issue();
+        if (kt != cur_kt) {
+            prep_ktile<T>(xa, xb, frag, sums, lane);  // visible to the warp after the __syncwarp below
+            cur_kt = kt;
+            if ((kt + 1) * k < i1) load_x(kt + 1);
+        }
+        if (tl != cur_tl) {
+            if (cur_tl >= 0) flush();
+            cur_tl = tl;
+        }
+        cp_async_wait<kStages - 1>();
+        __syncwarp();
+        Item c;
+        const int kto = (kt * KTB) & 15;
+        const uint32_t slot = ring + (it & (kStages - 1)) * (kTileRows * SEG);
+        c.o0 = slot + g * SEG + ((rg0 + kto) & 15);
+        c.o1 = slot + (g + 8) * SEG + ((rg1 + kto) & 15);
+        c.xf = xf;
+        c.xs = sums;
+        c.t = t;
+        c.nb = min(8, (cols - kt * kKTile) / 32);
+        Mv<T>::tile(c, y0, y1);
+        __syncwarp();
+        if (++tl == k) {
+            tl = 0;
+            ++kt;
+        }
+    }
+    if (cur_tl >= 0) flush();
+    __syncthreads();
+    const float* all = reinterpret_cast<const float*>(mv_smem);
+    for (int i = threadIdx.x; i < k * kTileRows; i += kThreads) {
+        const int64_t r = tb0 * kTileRows + i;
+        if (r < rows) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows + i];
+            y[r] = sum;
+        }
+    }
+}
+
+// Grid of the MMA kernel: as many CTAs as are resident at once (`resident`), each with an equal share of
+// the 16-row tiles (at most kMaxTilesPerCta; more CTAs than resident ones only past 24 tiles each).
+struct MmaGrid {
+    int64_t grid;
+    int maxk;  // the most tiles any CTA gets
+};
+inline MmaGrid mma_grid(int64_t rows, int64_t resident) {
+    const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
+    resident = resident < 1 ? 1 : resident;
+    int64_t per_cta = (tiles + resident - 1) / resident;
+    per_cta = per_cta < kMaxTilesPerCta ? per_cta : kMaxTilesPerCta;
+    const int64_t grid = (tiles + per_cta - 1) / per_cta;
+    return {grid, static_cast<int>((tiles + grid - 1) / grid)};
+}
+
+// ---- f32, f16, bf16 ---------------------------------------------------------------------------------------------
+// A CTA of 4 warps takes R rows; its 128 threads split each row's 16-byte chunks (4 or 8 weights),
+// thread i taking chunks i, i + 128, ... of all R rows at once, two chunks deep: 2R independent 16-byte
+// loads in flight per thread, x (8 floats per chunk, read through L1 where the weights bypass it) loaded
+// once for the R rows. One f32 FMA per weight plus its conversion: far below the issue budget at 4 TB/s
+// of 2-byte weights. R = 4 on tall matrices, 1 on short ones (enough CTAs to fill the GPU).
+
+template <Type T>
+__device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
+    if constexpr (T == Type::F32) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(x));
+        return __uint_as_float(v.x) * a.x + __uint_as_float(v.y) * a.y + __uint_as_float(v.z) * a.z + __uint_as_float(v.w) * a.w;
+    } else {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(x)), b = __ldg(reinterpret_cast<const float4*>(x) + 1);
+        const uint32_t u[4] = {v.x, v.y, v.z, v.w};
+        float lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if constexpr (T == Type::F16) {
+                lo[i] = f16_lo(u[i]);
+                hi[i] = f16_hi(u[i]);
+            } else {
+                lo[i] = __uint_as_float(u[i] << 16);
+                hi[i] = __uint_as_float(u[i] & 0xffff0000u);
+            }
+        }
+        return lo[0] * a.x + hi[0] * a.y + lo[1] * a.z + hi[1] * a.w + lo[2] * b.x + hi[2] * b.y + lo[3] * b.z + hi[3] * b.w;
+    }
+}
+
+template <Type T, int R>
+__global__ __launch_bounds__(128) void matvec_plain_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
+                                                           float* __restrict__ y, int64_t rows, int64_t cols) {
+    constexpr int kElemBytes = T == Type::F32 ? 4 : 2, kPer = 16 / kElemBytes;
+    const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
+    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * R;
+    const uint4* wr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint4*>(w + min(r0 + r, rows - 1) * row_bytes);
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    int64_t c = threadIdx.x;
+    for (; c + 128 < nch; c += 256) {
+        uint4 v0[R], v1[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            v0[r] = ld_stream(wr[r] + c);
+            v1[r] = ld_stream(wr[r] + c + 128);
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += dot_chunk<T>(v0[r], x + c * kPer) + dot_chunk<T>(v1[r], x + (c + 128) * kPer);
+    }
+    if (c < nch) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r] += dot_chunk<T>(ld_stream(wr[r] + c), x + c * kPer);
+    }
+    __shared__ float red[4][R];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < R && r0 + threadIdx.x < rows)
+        y[r0 + threadIdx.x] = (red[0][threadIdx.x] + red[1][threadIdx.x]) + (red[2][threadIdx.x] + red[3][threadIdx.x]);
+}
+
+}  // namespace minfer::cuda::mv

@@ -1,0 +1,280 @@
+// Microbenchmark of the decode mat-vec (cuda::matvec) against device memory bandwidth.
+//
+//   build/tests/bench_matvec [--types q4_K,q8_0] [--old] [--reps N]
+//
+// First the device-to-device copy bandwidth (cudaMemcpy of 2 GiB, read + write bytes, median of 20).
+// Then, for each type and each of the Qwen2.5-7B decode shapes (rows x cols = out x in), the weights are
+// random valid blocks (random bytes, f16 scale fields set to values in [1e-3, 1e-2]), in as many
+// copies as it takes to exceed the 60 MB L2 four times; launches rotate over the copies. Each launch is
+// timed by its own pair of events (a spin kernel first keeps the queue full, so host launch gaps stay
+// out), the median of N (default 60) is reported, after warm-up. GB/s counts weight + x + y bytes.
+// `err` is the relative L2 difference from the reference kernel (matvec_reference) on the same data;
+// --old also times that reference kernel (the previous decode mat-vec). A short table is printed last.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+#include "quant/quant.h"
+#include "quant/types.h"
+
+namespace {
+
+using minfer::quant::Type;
+
+void ck(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+        std::fprintf(stderr, "bench_matvec: %s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
+
+__device__ __forceinline__ uint32_t mix(uint64_t v) {
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ull;
+    v ^= v >> 33;
+    return static_cast<uint32_t>(v);
+}
+__device__ __forceinline__ float unit(uint64_t v) { return (mix(v) >> 8) * (1.0f / 16777216.0f); }  // [0, 1)
+
+// Random bytes everywhere.
+__global__ void fill_bytes(uint32_t* p, uint64_t n_words, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n_words; i += uint64_t(gridDim.x) * blockDim.x)
+        p[i] = mix(seed * 0x9E3779B97F4A7C15ull + i);
+}
+// Benign scales: the f16 fields at byte offsets f0, f1 (-1: none) of every block to [1e-3, 1e-2); q8_K's
+// f32 scale likewise.
+__global__ void fix_blocks(uint8_t* p, uint64_t n_blocks, int block_bytes, int f0, int f1, bool f32_scale, uint64_t seed) {
+    for (uint64_t b = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; b < n_blocks; b += uint64_t(gridDim.x) * blockDim.x) {
+        uint8_t* blk = p + b * block_bytes;
+        const float v0 = 1e-3f + 9e-3f * unit(seed + 2 * b), v1 = 1e-3f + 9e-3f * unit(seed + 2 * b + 1);
+        if (f32_scale) {
+            std::memcpy(blk, &v0, 4);
+            continue;
+        }
+        const uint16_t h0 = __half_as_ushort(__float2half_rn(v0)), h1 = __half_as_ushort(__float2half_rn(v1));
+        if (f0 >= 0) std::memcpy(blk + f0, &h0, 2);
+        if (f1 >= 0) std::memcpy(blk + f1, &h1, 2);
+    }
+}
+// Plain types: values in [-1, 1).
+__global__ void fill_plain(uint8_t* p, uint64_t n, int type, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+        const float v = 2.0f * unit(seed + i) - 1.0f;
+        if (type == 0) reinterpret_cast<float*>(p)[i] = v;
+        else if (type == 1) reinterpret_cast<uint16_t*>(p)[i] = __half_as_ushort(__float2half_rn(v));
+        else reinterpret_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(__float_as_uint(v) >> 16);
+    }
+}
+__global__ void fill_x(float* x, int64_t n, uint64_t seed) {
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        // roughly normal (sum of four uniforms), with a few large activations as real models have
+        const float u = unit(seed + 4 * i) + unit(seed + 4 * i + 1) + unit(seed + 4 * i + 2) + unit(seed + 4 * i + 3) - 2.0f;
+        x[i] = (i % 331 == 7) ? 200.0f * u : u;
+    }
+}
+__global__ void spin(uint64_t ns) {
+    uint64_t t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+struct TypeCase {
+    Type t;
+    int f0, f1;  // f16 scale fields (byte offsets in a block)
+    bool f32_scale;
+};
+const TypeCase kTypes[] = {
+    {Type::F32, -1, -1, false},  {Type::F16, -1, -1, false},  {Type::BF16, -1, -1, false}, {Type::Q4_0, 0, -1, false},
+    {Type::Q4_1, 0, 2, false},   {Type::Q5_0, 0, -1, false},  {Type::Q5_1, 0, 2, false},   {Type::Q8_0, 0, -1, false},
+    {Type::Q2_K, 80, 82, false}, {Type::Q3_K, 108, -1, false}, {Type::Q4_K, 0, 2, false},  {Type::Q5_K, 0, 2, false},
+    {Type::Q6_K, 208, -1, false}, {Type::Q8_1, 0, 2, false},   {Type::Q8_K, -1, -1, true},
+};
+struct Shape {
+    int64_t rows, cols;
+    const char* what;
+};
+const Shape kShapes[] = {
+    {3584, 3584, "attn q/o"}, {512, 3584, "attn k/v"}, {18944, 3584, "ffn gate/up"}, {3584, 18944, "ffn down"}, {152064, 3584, "output"},
+};
+
+float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+using Launch = void (*)(Type, const void*, int64_t, int64_t, const float*, float*, cudaStream_t);
+
+// Median microseconds of `reps` launches rotating over the weight copies.
+float time_launches(Launch fn, Type t, const uint8_t* w, uint64_t copy_stride, int copies, int64_t rows, int64_t cols,
+                    const float* x, float* y, int reps, cudaStream_t s) {
+    for (int i = 0; i < 5; ++i) fn(t, w + (i % copies) * copy_stride, rows, cols, x, y, s);
+    std::vector<cudaEvent_t> ev(reps + 1);
+    for (auto& e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+    spin<<<1, 1, 0, s>>>(3'000'000);
+    for (int i = 0; i < reps; ++i) {
+        ck(cudaEventRecord(ev[i], s), "cudaEventRecord");
+        fn(t, w + ((i + 5) % copies) * copy_stride, rows, cols, x, y, s);
+    }
+    ck(cudaEventRecord(ev[reps], s), "cudaEventRecord");
+    ck(cudaEventSynchronize(ev[reps]), "launches");
+    std::vector<float> us(reps);
+    for (int i = 0; i < reps; ++i) {
+        float ms = 0;
+        ck(cudaEventElapsedTime(&ms, ev[i], ev[i + 1]), "cudaEventElapsedTime");
+        us[i] = 1000.0f * ms;
+    }
+    for (auto& e : ev) cudaEventDestroy(e);
+    return median(us);
+}
+
+void matvec_new(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t s) {
+    minfer::cuda::matvec(t, w, rows, cols, x, y, s);
+}
+void matvec_old(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t s) {
+    minfer::cuda::matvec_reference(t, w, rows, cols, x, y, s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<std::string> only;  // --types
+    bool old = false;
+    int reps = 60;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--types") && i + 1 < argc) {
+            for (const char* p = argv[++i]; *p;) {
+                const char* e = std::strchr(p, ',');
+                const size_t n = e ? static_cast<size_t>(e - p) : std::strlen(p);
+                only.emplace_back(p, n);
+                p += n + (e ? 1 : 0);
+            }
+        }
+        else if (!std::strcmp(argv[i], "--old")) old = true;
+        else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(5, std::atoi(argv[++i]));
+        else {
+            std::fprintf(stderr, "usage: %s [--types q4_K,q8_0] [--old] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    int dev = 0;
+    cudaDeviceProp prop{};
+    ck(cudaGetDevice(&dev), "cudaGetDevice");
+    ck(cudaGetDeviceProperties(&prop, dev), "cudaGetDeviceProperties");
+    std::printf("device: %s, %d SMs, %.0f MB L2\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6);
+    cudaStream_t s;
+    ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+
+    // Copy bandwidth.
+    double copy_gbs = 0;
+    {
+        const size_t n = size_t(2) << 30;
+        void *a = nullptr, *b = nullptr;
+        ck(cudaMalloc(&a, n), "cudaMalloc");
+        ck(cudaMalloc(&b, n), "cudaMalloc");
+        fill_bytes<<<4096, 256, 0, s>>>(static_cast<uint32_t*>(a), n / 4, 1);
+        cudaEvent_t e0, e1;
+        ck(cudaEventCreate(&e0), "cudaEventCreate");
+        ck(cudaEventCreate(&e1), "cudaEventCreate");
+        std::vector<float> ms;
+        for (int i = 0; i < 23; ++i) {
+            ck(cudaEventRecord(e0, s), "cudaEventRecord");
+            ck(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
+            ck(cudaEventRecord(e1, s), "cudaEventRecord");
+            ck(cudaEventSynchronize(e1), "copy");
+            float t = 0;
+            ck(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+            if (i >= 3) ms.push_back(t);
+        }
+        copy_gbs = 2.0 * n / (median(ms) * 1e-3) / 1e9;
+        std::printf("device-to-device copy: %.0f GB/s (2 GiB, read + write, median of 20)\n\n", copy_gbs);
+        cudaFree(a);
+        cudaFree(b);
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+    }
+
+    std::vector<std::string> table;
+    char line[256];
+    std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9s %8s %6s %9s%s", "type", "rows x cols", "shape", "us", "GB/s",
+                  "%copy", "err", old ? "    old us  old GB/s" : "");
+    table.push_back(line);
+    uint64_t seed = 1000;
+    for (const TypeCase& tc : kTypes) {
+        const auto& info = minfer::quant::type_info(tc.t);
+        if (!only.empty() && std::find(only.begin(), only.end(), info.name) == only.end()) continue;
+        for (const Shape& sh : kShapes) {
+            const uint64_t row_bytes = minfer::quant::row_bytes(tc.t, sh.cols);
+            const uint64_t bytes = row_bytes * sh.rows, stride = (bytes + 255) / 256 * 256;
+            const int copies = static_cast<int>(std::max<uint64_t>(2, (240'000'000 + bytes - 1) / bytes));
+            uint8_t* w = nullptr;
+            float *x = nullptr, *y = nullptr, *yr = nullptr;
+            ck(cudaMalloc(&w, stride * copies), "cudaMalloc weights");
+            ck(cudaMalloc(&x, sh.cols * sizeof(float)), "cudaMalloc x");
+            ck(cudaMalloc(&y, sh.rows * sizeof(float)), "cudaMalloc y");
+            ck(cudaMalloc(&yr, sh.rows * sizeof(float)), "cudaMalloc y");
+            if (info.block_elems == 1) {
+                fill_plain<<<4096, 256, 0, s>>>(w, stride * copies / info.block_bytes, static_cast<int>(tc.t), seed);
+            } else {
+                fill_bytes<<<4096, 256, 0, s>>>(reinterpret_cast<uint32_t*>(w), stride * copies / 4, seed);
+                for (int c = 0; c < copies; ++c)
+                    fix_blocks<<<1024, 256, 0, s>>>(w + c * stride, bytes / info.block_bytes, info.block_bytes, tc.f0, tc.f1,
+                                                    tc.f32_scale, seed + 7 * c);
+            }
+            fill_x<<<64, 256, 0, s>>>(x, sh.cols, seed + 1);
+            seed += 100;
+            ck(cudaGetLastError(), "fill");
+
+            // Agreement with the reference kernel on copy 0 (every row written: y is poisoned first).
+            ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
+            matvec_new(tc.t, w, sh.rows, sh.cols, x, y, s);
+            matvec_old(tc.t, w, sh.rows, sh.cols, x, yr, s);
+            std::vector<float> a(sh.rows), b(sh.rows);
+            ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
+            ck(cudaMemcpyAsync(b.data(), yr, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
+            ck(cudaStreamSynchronize(s), "mat-vec");
+            double num = 0, den = 0;
+            for (int64_t i = 0; i < sh.rows; ++i) {
+                const double d = double(a[i]) - b[i];
+                num += std::isfinite(a[i]) ? d * d : INFINITY;
+                den += double(b[i]) * b[i];
+            }
+            const double err = std::sqrt(num / std::max(den, 1e-300));
+
+            const double moved = double(bytes) + 4.0 * sh.cols + 4.0 * sh.rows;
+            const float us = time_launches(matvec_new, tc.t, w, stride, copies, sh.rows, sh.cols, x, y, reps, s);
+            const double gbs = moved / (us * 1e-6) / 1e9;
+            char shape[32];
+            std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.rows), static_cast<long long>(sh.cols));
+            std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", info.name, shape, sh.what, us, gbs,
+                          100.0 * gbs / copy_gbs, err);
+            std::string row = line;
+            if (old) {
+                const float ous = time_launches(matvec_old, tc.t, w, stride, copies, sh.rows, sh.cols, x, yr, reps, s);
+                std::snprintf(line, sizeof line, " %9.2f %9.0f", ous, moved / (ous * 1e-6) / 1e9);
+                row += line;
+            }
+            std::printf("%s\n", row.c_str());
+            std::fflush(stdout);
+            table.push_back(row);
+            cudaFree(w);
+            cudaFree(x);
+            cudaFree(y);
+            cudaFree(yr);
+        }
+    }
+    ck(cudaStreamDestroy(s), "cudaStreamDestroy");
+    std::printf("\ncopy bandwidth %.0f GB/s; mat-vec, median of %d launches over rotating weight copies:\n", copy_gbs, reps);
+    for (const auto& r : table) std::printf("%s\n", r.c_str());
+    return 0;
+}

@@ -1,0 +1,399 @@
+// Host emulation of the CUDA the decode mat-vec's device code uses (cuda/matvec_impl.cuh), for
+// tests/test_matvec_emu.cpp. It stands in for cuda/matvec_ptx.cuh (this directory comes first on the
+// include path), so the kernels' own code runs on the CPU:
+//
+//  * CUDA keywords become nothing (or `static` for __shared__ arrays inside kernels), vector types and
+//    built-ins (__byte_perm, funnel shifts, bit casts, __ldg, ...) are plain functions;
+//  * the threads of one CTA are fibers (ucontext) run by a cooperative scheduler in one OS thread, in
+//    forward or reverse lane order: __syncwarp, __syncthreads, shuffles and the MMA are barriers, so a
+//    missing barrier shows up as a stale read in one of the two orders, and a mismatched one as a
+//    deadlock (reported);
+//  * f16x2 arithmetic is computed exactly and every result that f16 cannot hold exactly is counted (the
+//    kernels rely on exact integer arithmetic there);
+//  * mma.m16n8k16 gathers the 32 lanes' fragments with the register layouts of the PTX ISA and computes
+//    D = A B + C in double, rounded once to f32;
+//  * cp.async copies are queued per thread and land only at the wait that covers them (or at once, in
+//    eager mode): reading a slot early, or overwriting one still in use, changes the result. Every global
+//    read is checked against the buffers the test registered, 16-byte loads for alignment; shared-memory
+//    alignment is UBSan's to check (the sanitizer build runs this test), mv_smem being 16-byte aligned.
+#pragma once
+
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "quant/f16.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define MV_EMU_ASAN 1
+#endif
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+
+struct int2 {
+    int x, y;
+};
+struct uint2 {
+    uint32_t x, y;
+};
+struct uint4 {
+    uint32_t x, y, z, w;
+};
+struct float4 {
+    float x, y, z, w;
+};
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+struct __half {
+    uint16_t bits;
+};
+inline __half __ushort_as_half(unsigned short v) { return {v}; }
+inline float __half2float(__half h) { return minfer::quant::f16_to_f32(h.bits); }
+
+inline uint32_t __float_as_uint(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float __uint_as_float(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
+    const uint64_t in = (uint64_t(y) << 32) | x;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; ++n) r |= uint32_t((in >> (8 * ((s >> (4 * n)) & 7))) & 0xffu) << (8 * n);
+    return r;
+}
+inline uint32_t __funnelshift_l(uint32_t lo, uint32_t hi, uint32_t shift) {
+    const uint64_t v = (uint64_t(hi) << 32) | lo;
+    return uint32_t((v << (shift & 31)) >> 32);
+}
+inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
+    const uint64_t v = (uint64_t(hi) << 32) | lo;
+    return uint32_t(v >> (shift & 31));
+}
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+
+namespace mv_emu {
+
+[[noreturn]] inline void die(const char* what) {
+    std::fprintf(stderr, "matvec emulator: %s\n", what);
+    std::abort();
+}
+
+struct Dim {
+    unsigned x, y, z;
+};
+
+// ---- global memory the kernel may read ----
+struct Region {
+    const void* p;
+    size_t n;
+};
+inline std::vector<Region> readable;
+inline void check_read(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    for (const Region& r : readable) {
+        const auto* rb = static_cast<const uint8_t*>(r.p);
+        if (b >= rb && b + n <= rb + r.n) return;
+    }
+    die("global read outside the registered buffers");
+}
+
+// ---- the fiber scheduler of one CTA ----
+constexpr int kMaxThreads = 128;
+// Fiber stacks: the kernels need a few KB; ASan's swapcontext clears the shadow of the whole stack on
+// every switch, so keep them small.
+constexpr size_t kStack = 64 * 1024;
+struct Group {
+    int size = 0, arrived = 0;
+    uint64_t gen = 0;
+};
+struct Copy {
+    uint32_t dst;
+    const uint8_t* src;
+    int bytes;
+};
+struct Thread {
+    ucontext_t ctx;
+    std::vector<char> stack;
+    bool finished = false;
+    const Group* waiting = nullptr;  // blocked at this barrier until its generation moves past wait_gen
+    uint64_t wait_gen = 0;
+    std::vector<Copy> open;                    // cp.async copies of the group being built
+    std::deque<std::vector<Copy>> committed;   // closed groups, oldest first
+};
+struct Warp {  // exchange slots of shuffles and MMAs
+    float f[32];
+    uint32_t a[32][4];
+    uint2 b[32];
+    float c[32][4], d[32][4];
+};
+struct Runtime {
+    int n = 0, cur = -1;
+    bool reverse = false, eager = false;
+    ucontext_t main_ctx;
+    Thread th[kMaxThreads];
+    Group warp[kMaxThreads / 32], cta;
+    Warp ws[kMaxThreads / 32];
+    uint64_t progress = 0;
+    std::function<void()> body;
+    Dim block{0, 0, 0}, grid{1, 1, 1};
+    uint64_t inexact = 0;  // f16x2 results f16 could not hold exactly
+#if MV_EMU_ASAN
+    const void* main_bottom = nullptr;
+    size_t main_size = 0;
+#endif
+};
+inline Runtime rt;
+
+inline int tid() { return rt.cur; }
+inline int lane() { return rt.cur & 31; }
+
+inline void to_main() {
+#if MV_EMU_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, rt.main_bottom, rt.main_size);
+    swapcontext(&rt.th[rt.cur].ctx, &rt.main_ctx);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    swapcontext(&rt.th[rt.cur].ctx, &rt.main_ctx);
+#endif
+}
+inline void sync(Group& g) {
+    const uint64_t gen = g.gen;
+    ++rt.progress;
+    if (++g.arrived == g.size) {
+        g.arrived = 0;
+        ++g.gen;
+        return;
+    }
+    Thread& me = rt.th[rt.cur];
+    me.waiting = &g;
+    me.wait_gen = gen;
+    while (g.gen == gen) to_main();  // the scheduler resumes this fiber only once the barrier completed
+    me.waiting = nullptr;
+}
+inline void sync_warp() { sync(rt.warp[tid() >> 5]); }
+inline void sync_cta() { sync(rt.cta); }
+
+inline void fiber_entry() {
+#if MV_EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &rt.main_bottom, &rt.main_size);
+#endif
+    rt.body();
+    rt.th[rt.cur].finished = true;
+    ++rt.progress;
+#if MV_EMU_ASAN
+    __sanitizer_start_switch_fiber(nullptr, rt.main_bottom, rt.main_size);
+#endif
+    // returns to main_ctx through uc_link
+}
+
+// Runs `body` as the n threads of CTA `block` (n a multiple of 32).
+inline void run_cta(unsigned block, int n, std::function<void()> body) {
+    rt.block = {block, 0, 0};
+    rt.n = n;
+    rt.body = std::move(body);
+    for (int w = 0; w < n / 32; ++w) rt.warp[w] = Group{32, 0, 0};
+    rt.cta = Group{n, 0, 0};
+    for (int t = 0; t < n; ++t) {
+        Thread& th = rt.th[t];
+        th.finished = false;
+        th.waiting = nullptr;
+        th.open.clear();
+        th.committed.clear();
+        th.stack.resize(kStack);
+        getcontext(&th.ctx);
+        th.ctx.uc_stack.ss_sp = th.stack.data();
+        th.ctx.uc_stack.ss_size = th.stack.size();
+        th.ctx.uc_link = &rt.main_ctx;
+        makecontext(&th.ctx, fiber_entry, 0);
+    }
+    for (;;) {
+        bool all = true;
+        const uint64_t before = rt.progress;
+        for (int i = 0; i < n; ++i) {
+            const int t = rt.reverse ? n - 1 - i : i;
+            if (rt.th[t].finished) continue;
+            all = false;
+            if (rt.th[t].waiting && rt.th[t].waiting->gen == rt.th[t].wait_gen) continue;  // still blocked
+            rt.cur = t;
+#if MV_EMU_ASAN
+            void* fake = nullptr;
+            __sanitizer_start_switch_fiber(&fake, rt.th[t].stack.data(), rt.th[t].stack.size());
+            swapcontext(&rt.main_ctx, &rt.th[t].ctx);
+            __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+            swapcontext(&rt.main_ctx, &rt.th[t].ctx);
+#endif
+        }
+        rt.cur = -1;
+        if (all) break;
+        if (rt.progress == before) die("deadlock: every thread waits at a barrier nobody else reaches");
+    }
+    for (int t = 0; t < n; ++t)
+        for (const auto& g : rt.th[t].committed)
+            if (!g.empty()) die("a CTA ended with cp.async copies never waited for");
+}
+
+// ---- f16 arithmetic, exact ----
+inline double h(uint32_t bits) { return minfer::quant::f16_to_f32(static_cast<uint16_t>(bits)); }
+inline uint32_t to_h(double v) {
+    const uint16_t r = minfer::quant::f32_to_f16(static_cast<float>(v));
+    if (h(r) != v) ++rt.inexact;
+    return r;
+}
+template <class F>
+inline uint32_t lanes2(F f) {
+    return to_h(f(0)) | to_h(f(1)) << 16;
+}
+inline double half_of(uint32_t v, int i) { return h(i ? v >> 16 : v & 0xffffu); }
+
+}  // namespace mv_emu
+
+#define threadIdx (mv_emu::Dim{static_cast<unsigned>(mv_emu::tid()), 0u, 0u})
+#define blockIdx (mv_emu::rt.block)
+#define gridDim (mv_emu::rt.grid)
+
+inline void __syncwarp(unsigned = 0xffffffffu) { mv_emu::sync_warp(); }
+inline void __syncthreads() { mv_emu::sync_cta(); }
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.f[l] = v;
+    mv_emu::sync_warp();
+    const float r = w.f[l ^ o];
+    mv_emu::sync_warp();
+    return r;
+}
+inline float __shfl_sync(unsigned, float v, int src) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.f[l] = v;
+    mv_emu::sync_warp();
+    const float r = w.f[src & 31];
+    mv_emu::sync_warp();
+    return r;
+}
+inline float4 __ldg(const float4* p) {  // LDG.128: 16-byte aligned on the GPU (host float4 is 4-aligned)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of x");
+    mv_emu::check_read(p, sizeof(float4));
+    return *p;
+}
+inline size_t __cvta_generic_to_shared(const void*) { return 0; }
+
+namespace minfer::cuda::mv {
+
+// The CTA's dynamic shared memory (filled with garbage before every CTA by the test).
+constexpr size_t kEmuSmemBytes = 232448;
+alignas(16) inline uint8_t mv_smem[kEmuSmemBytes];
+
+inline uint32_t hadd2(uint32_t a, uint32_t b) {
+    return mv_emu::lanes2([&](int i) { return mv_emu::half_of(a, i) + mv_emu::half_of(b, i); });
+}
+inline uint32_t hmul2(uint32_t a, uint32_t b) {
+    return mv_emu::lanes2([&](int i) { return mv_emu::half_of(a, i) * mv_emu::half_of(b, i); });
+}
+inline uint32_t hfma2(uint32_t a, uint32_t b, uint32_t c) {
+    return mv_emu::lanes2([&](int i) { return mv_emu::half_of(a, i) * mv_emu::half_of(b, i) + mv_emu::half_of(c, i); });
+}
+inline uint32_t pack_f16x2(float lo, float hi) {  // rounds (the x split expects it)
+    return minfer::quant::f32_to_f16(lo) | uint32_t(minfer::quant::f32_to_f16(hi)) << 16;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, fragments as the PTX ISA lays them out.
+inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.a[l][0] = a0;
+    w.a[l][1] = a1;
+    w.a[l][2] = a2;
+    w.a[l][3] = a3;
+    w.b[l] = b;
+    for (int i = 0; i < 4; ++i) w.c[l][i] = d[i];
+    mv_emu::sync_warp();
+    if (l == 0) {
+        double A[16][16], B[16][8], C[16][8];
+        for (int L = 0; L < 32; ++L) {
+            const int g = L >> 2, t = L & 3;
+            for (int j = 0; j < 2; ++j) {
+                A[g][2 * t + j] = mv_emu::half_of(w.a[L][0], j);
+                A[g + 8][2 * t + j] = mv_emu::half_of(w.a[L][1], j);
+                A[g][2 * t + 8 + j] = mv_emu::half_of(w.a[L][2], j);
+                A[g + 8][2 * t + 8 + j] = mv_emu::half_of(w.a[L][3], j);
+                B[2 * t + j][g] = mv_emu::half_of(w.b[L].x, j);
+                B[2 * t + 8 + j][g] = mv_emu::half_of(w.b[L].y, j);
+                C[g][2 * t + j] = w.c[L][j];
+                C[g + 8][2 * t + j] = w.c[L][2 + j];
+            }
+        }
+        for (int L = 0; L < 32; ++L) {
+            const int g = L >> 2, t = L & 3;
+            for (int i = 0; i < 4; ++i) {
+                const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+                double s = C[row][col];
+                for (int k = 0; k < 16; ++k) s += A[row][k] * B[k][col];
+                w.d[L][i] = static_cast<float>(s);
+            }
+        }
+    }
+    mv_emu::sync_warp();
+    for (int i = 0; i < 4; ++i) d[i] = w.d[l][i];
+}
+
+inline void land(const mv_emu::Copy& c) {
+    std::memcpy(mv_smem + c.dst, c.src, static_cast<size_t>(c.bytes));
+    std::memset(mv_smem + c.dst + c.bytes, 0, static_cast<size_t>(16 - c.bytes));
+}
+template <int OFF>
+inline void cp_async16(uint32_t dst_base, const void* src_base, int bytes) {
+    const uint32_t dst = dst_base + OFF;
+    const void* src = static_cast<const uint8_t*>(src_base) + OFF;
+    if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0) mv_emu::die("cp.async: unaligned 16-byte copy");
+    if (bytes < 1 || bytes > 16 || dst + 16 > kEmuSmemBytes) mv_emu::die("cp.async: bad size or destination");
+    mv_emu::check_read(src, static_cast<size_t>(bytes));
+    const mv_emu::Copy c{dst, static_cast<const uint8_t*>(src), bytes};
+    if (mv_emu::rt.eager) land(c);
+    else mv_emu::rt.th[mv_emu::tid()].open.push_back(c);
+}
+inline void cp_async_commit() {
+    auto& th = mv_emu::rt.th[mv_emu::tid()];
+    th.committed.push_back(std::move(th.open));
+    th.open.clear();
+}
+template <int N>
+inline void cp_async_wait() {
+    auto& th = mv_emu::rt.th[mv_emu::tid()];
+    while (th.committed.size() > N) {
+        for (const auto& c : th.committed.front()) land(c);
+        th.committed.pop_front();
+    }
+}
+inline uint4 ld_stream(const uint4* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of weights");
+    mv_emu::check_read(p, sizeof(uint4));
+    return *p;
+}
+
+}  // namespace minfer::cuda::mv

@@ -1,0 +1,266 @@
+// The decode mat-vec's device code (cuda/matvec_impl.cuh) run on the CPU through the CUDA emulation in
+// tests/emu/cuda/matvec_ptx.cuh, against float64: every quantized type through the tensor-core path and
+// f32/f16/bf16 through the plain path, on quantized and on raw random blocks (every code and sub-scale
+// value), ragged row counts, partial k-tiles and CTAs of one or several row tiles. Each case also runs in
+// reverse lane order with cp.async copies landing at issue, and in forward order with copies landing at
+// their wait, over shared memory prefilled with NaN or random bytes: missing barriers, early reads and
+// reliance on zeroed memory change the result. The f16 arithmetic that must be exact is checked to be.
+// No GPU is needed; cuda_tests checks the same kernels on one.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "cuda/matvec_impl.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "quant/f16.h"
+#include "quant/quant.h"
+#include "quant/types.h"
+
+namespace {
+
+using minfer::quant::Type;
+namespace mv = minfer::cuda::mv;
+namespace quant = minfer::quant;
+
+struct Config {
+    bool reverse, eager, nan_fill;
+};
+const Config kConfigs[] = {{false, false, true}, {true, true, false}};
+
+std::vector<float> normal(size_t n, uint64_t seed, float sd = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& f : v) f = nd(rng);
+    return v;
+}
+
+// Byte offsets of the f16 scale fields of a block (-1: none).
+void scale_fields(Type t, int& f0, int& f1) {
+    f0 = 0;
+    f1 = -1;
+    switch (t) {
+        case Type::Q4_1: case Type::Q5_1: case Type::Q4_K: case Type::Q5_K: f1 = 2; break;
+        case Type::Q2_K: f0 = 80; f1 = 82; break;
+        case Type::Q3_K: f0 = 108; break;
+        case Type::Q6_K: f0 = 208; break;
+        default: break;
+    }
+}
+
+// Weights: the CPU quantizer's blocks from normal values, or random bytes with benign f16 scales.
+std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_bytes, uint64_t seed) {
+    const size_t rb = quant::row_bytes(t, cols);
+    std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
+    if (!random_bytes) {
+        const auto v = normal(static_cast<size_t>(rows * cols), seed);
+        for (int64_t r = 0; r < rows; ++r) quant::quantize_row(t, v.data() + r * cols, out.data() + r * rb, cols);
+        return out;
+    }
+    std::mt19937_64 rng(seed);
+    for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+    const auto& info = quant::type_info(t);
+    if (info.block_elems == 1) {  // plain types: values in [-1, 1)
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        for (size_t i = 0; i < out.size() / info.block_bytes; ++i) {
+            const float f = u(rng);
+            if (t == Type::F32) std::memcpy(&out[4 * i], &f, 4);
+            else if (t == Type::F16) {
+                const uint16_t hb = quant::f32_to_f16(f);
+                std::memcpy(&out[2 * i], &hb, 2);
+            } else {
+                const uint16_t hb = static_cast<uint16_t>(quant::f32_bits(f) >> 16);
+                std::memcpy(&out[2 * i], &hb, 2);
+            }
+        }
+        return out;
+    }
+    int f0, f1;
+    scale_fields(t, f0, f1);
+    std::uniform_real_distribution<float> u(1e-3f, 1e-2f);
+    for (size_t b = 0; b < out.size() / info.block_bytes; ++b) {
+        uint8_t* blk = &out[b * info.block_bytes];
+        for (int f : {f0, f1}) {
+            if (f < 0) continue;
+            const uint16_t hb = quant::f32_to_f16((rng() & 1) && f == 2 ? -u(rng) : u(rng));  // an offset m may be negative
+            std::memcpy(blk + f, &hb, 2);
+        }
+    }
+    return out;
+}
+
+std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x) {
+    const size_t rb = quant::row_bytes(t, cols);
+    std::vector<float> row(static_cast<size_t>(cols));
+    std::vector<double> y(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+        quant::dequantize_row(t, w.data() + r * rb, row.data(), cols);
+        double acc = 0;
+        for (int64_t k = 0; k < cols; ++k) acc += static_cast<double>(row[static_cast<size_t>(k)]) * x[static_cast<size_t>(k)];
+        y[static_cast<size_t>(r)] = acc;
+    }
+    return y;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used).
+template <class K>
+void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel) {
+    REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
+    auto& rt = mv_emu::rt;
+    rt.reverse = cfg.reverse;
+    rt.eager = cfg.eager;
+    rt.grid = {static_cast<unsigned>(grid), 1, 1};
+    std::mt19937 rng(static_cast<unsigned>(grid));
+    for (int64_t b = 0; b < grid; ++b) {
+        for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
+        std::memset(mv::mv_smem + smem, 0xa5, 64);
+        mv_emu::run_cta(static_cast<unsigned>(b), threads, kernel);
+        REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
+                        "shared memory written past its size");
+    }
+}
+
+template <Type T>
+std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x,
+                           int64_t resident, const Config& cfg) {
+    const mv::MmaGrid g = mv::mma_grid(rows, resident);
+    std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
+    for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
+    mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
+    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
+        mv::matvec_mma_kernel<T>(w.data(), x.data(), y.data(), rows, static_cast<int>(cols), row_bytes, tiles, g.maxk);
+    });
+    REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
+    y.resize(static_cast<size_t>(rows));
+    return y;
+}
+
+template <Type T, int R>
+std::vector<float> run_plain(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x,
+                             const Config& cfg) {
+    std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
+    for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
+    mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
+    launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(w.data(), x.data(), y.data(), rows, cols); });
+    REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
+    y.resize(static_cast<size_t>(rows));
+    return y;
+}
+
+// x: normal; with outliers (a k-tile's scale follows its largest value); with a k-tile of zeros and one
+// of tiny values.
+std::vector<float> make_x(int64_t cols, int variant, uint64_t seed) {
+    auto x = normal(static_cast<size_t>(cols), seed);
+    for (int64_t i = 0; i < cols; ++i) {
+        float& v = x[static_cast<size_t>(i)];
+        if (variant == 1 && i % 97 == 5) v *= 3000.0f;
+        if (variant == 2 && i < 256) v = 0.0f;
+        if (variant == 2 && i >= 256 && i < 512) v *= 1e-30f;
+    }
+    return x;
+}
+
+template <Type T>
+void check_mma_type() {
+    const int64_t b = quant::type_info(T).block_elems;
+    const bool legacy = b == 32;
+    // rows x cols, and the resident CTAs the grid assumes (1 or 2: CTAs of several row tiles, warps whose
+    // items start inside a k-tile; 16 x 4096: one row tile per CTA, four k-tiles per warp)
+    const int64_t shapes[][3] = {{1, b, 1000},  {7, 2 * b, 1000}, {33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2},
+                                 {70, 2048, 2}, {48, 1280, 1},    {16, 4096, 1000}};
+    uint64_t seed = 77 + static_cast<uint64_t>(T);
+    int n = 0;
+    for (const auto& sh : shapes) {
+        const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
+        for (bool random_bytes : {false, true}) {
+            const auto w = weights(T, rows, cols, random_bytes, seed++);
+            for (int variant = 0; variant < 3; ++variant) {
+                const auto x = make_x(cols, variant, seed++);
+                const auto ref = reference(T, w, rows, cols, x);
+                const Config& cfg = kConfigs[n++ % 2];
+                CAPTURE(quant::type_info(T).name);
+                CAPTURE(rows);
+                CAPTURE(cols);
+                CAPTURE(resident);
+                CAPTURE(random_bytes);
+                CAPTURE(variant);
+                CAPTURE(cfg.reverse);
+                mv_emu::rt.inexact = 0;
+                const auto y = run_mma<T>(w, rows, cols, x, resident, cfg);
+                CHECK(mv_emu::rt.inexact == 0);
+                CHECK(rel_l2(y, ref) < 1e-5);
+            }
+        }
+    }
+}
+
+template <Type T>
+void check_plain_type() {
+    const int64_t shapes[][2] = {{1, 8}, {5, 16}, {9, 1000}, {67, 4104}};
+    uint64_t seed = 300 + static_cast<uint64_t>(T);
+    int n = 0;
+    for (const auto& sh : shapes) {
+        const int64_t rows = sh[0], cols = sh[1];
+        const auto w = weights(T, rows, cols, true, seed++);
+        const auto x = make_x(cols, n % 3, seed++);
+        const auto ref = reference(T, w, rows, cols, x);
+        const Config& cfg = kConfigs[n++ % 2];
+        CAPTURE(quant::type_info(T).name);
+        CAPTURE(rows);
+        CAPTURE(cols);
+        CHECK(rel_l2(run_plain<T, 1>(w, rows, cols, x, cfg), ref) < 1e-5);
+        CHECK(rel_l2(run_plain<T, 4>(w, rows, cols, x, cfg), ref) < 1e-5);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("emulated mat-vec: the grid shares tiles evenly") {
+    for (int64_t rows : {1, 16, 17, 3584, 18944, 152064, 1000000}) {
+        const mv::MmaGrid g = mv::mma_grid(rows, 528);
+        const int64_t tiles = (rows + 15) / 16;
+        CAPTURE(rows);
+        CHECK(g.maxk >= 1);
+        CHECK(g.maxk <= mv::kMaxTilesPerCta);
+        CHECK(g.grid * g.maxk >= tiles);       // every tile has a CTA
+        CHECK(g.grid * (g.maxk - 1) < tiles);  // and every CTA gets maxk or maxk - 1 tiles
+        if (tiles <= 528) CHECK(g.grid == tiles);
+    }
+}
+
+TEST_CASE("emulated mat-vec: legacy types through the tensor cores") {
+    check_mma_type<Type::Q4_0>();
+    check_mma_type<Type::Q4_1>();
+    check_mma_type<Type::Q5_0>();
+    check_mma_type<Type::Q5_1>();
+    check_mma_type<Type::Q8_0>();
+}
+
+TEST_CASE("emulated mat-vec: K-quants through the tensor cores") {
+    check_mma_type<Type::Q2_K>();
+    check_mma_type<Type::Q3_K>();
+    check_mma_type<Type::Q4_K>();
+    check_mma_type<Type::Q5_K>();
+    check_mma_type<Type::Q6_K>();
+}
+
+TEST_CASE("emulated mat-vec: f32, f16, bf16") {
+    check_plain_type<Type::F32>();
+    check_plain_type<Type::F16>();
+    check_plain_type<Type::BF16>();
+}
