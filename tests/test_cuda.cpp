@@ -100,7 +100,8 @@ TEST_SUITE("cuda") {
         uint64_t seed = 1;
         for (const auto& [t, widths] : cases)
             for (int64_t cols : widths) {
-                CAPTURE(name_of(t));
+                const std::string type = name_of(t);
+                CAPTURE(type);
                 CAPTURE(cols);
                 const int64_t rows = 7;
                 const auto x = normal(static_cast<size_t>(rows * cols), seed++, 0.1f, 2.0f);
@@ -367,17 +368,30 @@ TEST_SUITE("cuda") {
                     if (variant == 2 && i < 256) x[static_cast<size_t>(i)] = 0.0f;
                     if (variant == 2 && i >= 256 && i < 512) x[static_cast<size_t>(i)] *= 1e-30f;
                 }
-                std::vector<double> ref(static_cast<size_t>(rows));
+                std::vector<double> ref(static_cast<size_t>(rows)), mag(static_cast<size_t>(rows));
                 for (int64_t r = 0; r < rows; ++r) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < cols; ++k)
-                        acc += static_cast<double>(wf[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(k)];
+                    double acc = 0, abs_acc = 0;
+                    for (int64_t k = 0; k < cols; ++k) {
+                        const double p = static_cast<double>(wf[static_cast<size_t>(r * cols + k)]) * x[static_cast<size_t>(k)];
+                        acc += p;
+                        abs_acc += std::fabs(p);
+                    }
                     ref[static_cast<size_t>(r)] = acc;
+                    mag[static_cast<size_t>(r)] = abs_acc;
                 }
                 const auto y = device::testing::cuda_matvec(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x);
-                // f32 sums of exact products (x carried as two f16 halves, 22+ bits): the CPU emulation of
-                // these kernels (matvec_emu) stays under 3e-6 on the same kinds of inputs.
-                CHECK(rel_l2(y, ref) < 1e-5);
+                // f32 sums of exact products (x carried as two f16 halves, 22+ bits), so the error scales
+                // with sum |w x|, not with the sum itself, which cancels: measured on the H200 (2026-12-01), one
+                // row of 256 reached 1.2e-5 of its own value (the bound was 1e-5 of that). Normalized by
+                // sum |w x| it cannot exceed that, and f32 rounding of the sums puts it near 1e-7; one wrong
+                // element is about 1 / cols of sum |w x|, far above the bound.
+                double num = 0, den = 0;
+                for (int64_t r = 0; r < rows; ++r) {
+                    REQUIRE(std::isfinite(y[static_cast<size_t>(r)]));
+                    num += (y[static_cast<size_t>(r)] - ref[static_cast<size_t>(r)]) * (y[static_cast<size_t>(r)] - ref[static_cast<size_t>(r)]);
+                    den += mag[static_cast<size_t>(r)] * mag[static_cast<size_t>(r)];
+                }
+                CHECK(std::sqrt(num / den) < 1e-5);
             }
         };
         for (Type t : all) {
@@ -386,7 +400,8 @@ TEST_SUITE("cuda") {
             const int64_t shapes[][2] = {{1, b}, {7, 2 * b}, {67, 3 * b}, {45, 11 * b}, {300, 18944}, {20011, b}};
             for (const auto& sh : shapes) {
                 const int64_t rows = sh[0], cols = sh[1];
-                CAPTURE(name_of(t));
+                const std::string type = name_of(t);
+                CAPTURE(type);
                 CAPTURE(rows);
                 CAPTURE(cols);
                 check_case(t, rows, cols, quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols));
