@@ -65,16 +65,8 @@ struct __half {
 inline __half __ushort_as_half(unsigned short v) { return {v}; }
 inline float __half2float(__half h) { return minfer::quant::f16_to_f32(h.bits); }
 
-inline uint32_t __float_as_uint(float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return u;
-}
-inline float __uint_as_float(uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
+inline uint32_t __float_as_uint(float f) { return minfer::quant::f32_bits(f); }
+inline float __uint_as_float(uint32_t u) { return minfer::quant::bits_f32(u); }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     const uint64_t in = (uint64_t(y) << 32) | x;
     uint32_t r = 0;
