@@ -19,7 +19,8 @@ constexpr Def kTable[] = {
     {Id::mmap, "mmap", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "true", 0, 0, "",
      "true maps the model file (if the file is truncated on disk while open, the next read kills the process with "
      "SIGBUS); false copies it into process memory at open (memory and a read of the whole file), immune to later "
-     "changes of the file. CUDA holds the weights on the GPU either way; metadata and the vocabulary stay on the host."},
+     "changes of the file. The copy is the whole file and stays for the model's lifetime, also with device=cuda "
+     "(which holds its own copy of the weights on the GPU)."},
     {Id::threads, "threads", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 1024, "",
      "CPU worker threads; 0 uses every hardware thread."},
     {Id::ctx_len, "ctx_len", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "4096", 0, int64_t{1} << 22, "",
