@@ -324,7 +324,9 @@ public:
         if (max_tokens > 1 && m_->path == PrefillPath::two_pass)
             w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
         if (m_->use_cublas && m_->path != PrefillPath::fused) cublas_ = std::make_unique<cuda::Cublas>(stream_.get());
-        set_rope_table(c.rope_freq_base, c.head_dim);
+        const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
+        inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
+        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
         partial_ = DeviceMemory(
             static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim)) * sizeof(float),
             &m_->scratch_bytes, "attention scratch");
@@ -387,10 +389,8 @@ public:
         cuda::add_bias(x.data, rows, static_cast<int>(b.cols), static_cast<const float*>(m_->device_of(b)), s());
     }
 
-    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) override {
-        // The forward passes the config's base and head_dim, for which the constructor built the table.
-        if (freq_base != rope_base_ || head_dim != rope_head_dim_) set_rope_table(freq_base, head_dim);
-        cuda::rope(x.data, n, n_heads, head_dim, pos0, inv_freq_.as<double>(), s());
+    void rope(Buf x, int n, int n_heads, int pos0) override {
+        cuda::rope(x.data, n, n_heads, c_.head_dim, pos0, inv_freq_.as<double>(), s());
     }
 
     void store_kv(int layer, int pos0, int n, Buf k, Buf v) override {
@@ -424,19 +424,6 @@ public:
 private:
     cudaStream_t s() const { return stream_.get(); }
 
-    // (Re)builds the RoPE frequency table, base^(-2i / head_dim) for i < head_dim / 2, in double. Work already
-    // queued may still read the old table, so the stream is drained first.
-    void set_rope_table(double freq_base, int head_dim) {
-        std::vector<double> inv(static_cast<size_t>(head_dim / 2));
-        for (int i = 0; i < head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
-        check(cudaStreamSynchronize(s()), "RoPE table");
-        if (inv.size() * sizeof(double) > inv_freq_.bytes())
-            inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
-        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
-        rope_base_ = freq_base;
-        rope_head_dim_ = head_dim;
-    }
-
     std::shared_ptr<CudaModel> m_;
     model::Config c_;
     int n_ctx_;
@@ -448,8 +435,6 @@ private:
     DeviceMemory a16_;                // f16 copy of a prefill matmul's input
     DeviceMemory w16_;                // f16 dequantized weight of a prefill matmul (the two-pass path)
     DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
-    double rope_base_ = 0;            // the base and head_dim inv_freq_ was built for
-    int rope_head_dim_ = 0;
     DeviceMemory partial_;            // decode attention split partials
     std::vector<DeviceMemory> buffers_;
     std::unique_ptr<cuda::Cublas> cublas_;  // bound to stream_; null with the own GEMM

@@ -37,9 +37,8 @@ public:
           n_ctx_(n_ctx),
           kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
           k_cache_(static_cast<size_t>(c.n_layer) * n_ctx * kv_dim_),
-          v_cache_(k_cache_.size()) {
-        set_rope_table(c.rope_freq_base, c.head_dim);
-    }
+          v_cache_(k_cache_.size()),
+          inv_freq_(engine::rope_inv_freq(c.rope_freq_base, c.head_dim)) {}
 
     void begin(int64_t threads_option) override {
         const int want = resolve_threads(threads_option);
@@ -108,10 +107,8 @@ public:
             for (int64_t i = 0; i < b.cols; ++i) x.data[r * b.cols + i] += bias[i];
     }
 
-    void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) override {
-        const int half = head_dim / 2;
-        // The forward passes the config's base and head_dim, for which the constructor built the table.
-        if (freq_base != rope_base_ || head_dim != rope_head_dim_) set_rope_table(freq_base, head_dim);
+    void rope(Buf x, int n, int n_heads, int pos0) override {
+        const int head_dim = c_.head_dim, half = head_dim / 2;
         pool_->parallel_for(n, [&](int64_t t, int) {
             const double pos = static_cast<double>(pos0 + t);
             for (int i = 0; i < half; ++i) {
@@ -190,25 +187,15 @@ public:
     void write(const float* host, Buf dst) override { std::memcpy(dst.data, host, dst.n * sizeof(float)); }
 
 private:
-    // base^(-2i / head_dim) for i < head_dim / 2.
-    void set_rope_table(double freq_base, int head_dim) {
-        inv_freq_.resize(static_cast<size_t>(head_dim / 2));
-        for (int i = 0; i < head_dim / 2; ++i) inv_freq_[static_cast<size_t>(i)] = std::pow(freq_base, -2.0 * i / head_dim);
-        rope_base_ = freq_base;
-        rope_head_dim_ = head_dim;
-    }
-
     model::Config c_;
     int n_ctx_;
     size_t kv_dim_;
     std::vector<float> k_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
     std::vector<float> v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
+    std::vector<double> inv_freq_;  // [head_dim / 2] RoPE frequencies of c_
     std::unique_ptr<ThreadPool> pool_;
     std::vector<float> scores_;    // [threads][n_ctx] attention scores
     std::vector<uint8_t> act_;     // prepared activations of the current matmul
-    std::vector<double> inv_freq_;  // [head_dim / 2] RoPE frequencies
-    double rope_base_ = 0;          // the base and head_dim inv_freq_ was built for
-    int rope_head_dim_ = 0;
     std::vector<std::vector<float>> buffers_;
 };
 

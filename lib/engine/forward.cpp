@@ -53,8 +53,8 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
             ops.rms_norm(q, int64_t{n} * c.n_head, c.head_dim, Weight::of(L.q_norm), eps, q);
             ops.rms_norm(k, int64_t{n} * c.n_head_kv, c.head_dim, Weight::of(L.k_norm), eps, k);
         }
-        ops.rope(q, n, c.n_head, c.head_dim, pos0, c.rope_freq_base);
-        ops.rope(k, n, c.n_head_kv, c.head_dim, pos0, c.rope_freq_base);
+        ops.rope(q, n, c.n_head, pos0);
+        ops.rope(k, n, c.n_head_kv, pos0);
         ops.store_kv(il, pos0, n, k, v);
         ops.attention(il, q, n, pos0, att);
         ops.matmul(Weight::of(L.wo), att, n, xb);

@@ -4,8 +4,10 @@
 // scratch buffers.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/error.h"
 #include "gguf/gguf.h"
@@ -40,6 +42,13 @@ struct Buf {
     Buf at(size_t offset, size_t count) const { return Buf{data + offset, count}; }
 };
 
+// RoPE frequencies base^(-2i / head_dim) for i < head_dim / 2, in double: the table both backends use.
+inline std::vector<double> rope_inv_freq(double base, int head_dim) {
+    std::vector<double> inv(static_cast<size_t>(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i) inv[static_cast<size_t>(i)] = std::pow(base, -2.0 * i / head_dim);
+    return inv;
+}
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -61,10 +70,9 @@ public:
     // x[r][:] += b for `rows` rows of b.cols.
     virtual void add_bias(Buf x, int64_t rows, const Weight& b) = 0;
     // Rotary embedding, NeoX layout (pairs i and i + head_dim/2), token t at position pos0 + t, in place,
-    // angle (pos0 + t) * freq_base^(-2i / head_dim). x: [n][n_heads * head_dim]. Both backends keep the
-    // frequency table of the config they were made for and rebuild it if called with another base or
-    // head_dim.
-    virtual void rope(Buf x, int n, int n_heads, int head_dim, int pos0, double freq_base) = 0;
+    // angle (pos0 + t) * rope_inv_freq(...)[i] with the head_dim and base of the config the Ops were made
+    // for (each backend keeps that table). x: [n][n_heads * head_dim]
+    virtual void rope(Buf x, int n, int n_heads, int pos0) = 0;
     // Writes k, v ([n][n_head_kv * head_dim]) into the cache of `layer` at positions pos0 .. pos0+n-1.
     virtual void store_kv(int layer, int pos0, int n, Buf k, Buf v) = 0;
     // Causal grouped-query attention of q ([n][n_head * head_dim], token t at position pos0 + t) over the
