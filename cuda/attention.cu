@@ -120,6 +120,29 @@ __global__ __launch_bounds__(128) void attn_prefill_kernel(const float* q, const
 // (unnormalized output, m, l) per (head, chunk) to `part` and attn_combine_kernel merges the chunks.
 constexpr int kDecodeThreads = 128, kDecodeTile = 32, kDecodeMaxHeads = 16;
 
+// Decode split: about MINFER_ATTN_BLOCKS_PER_SM blocks per SM over all KV heads (few enough to be
+// resident at once, so every block issues its first tile immediately), chunks of at least
+// MINFER_ATTN_MIN_CHUNK keys and a multiple of the tile. A short context takes one chunk (no combine).
+#ifndef MINFER_ATTN_BLOCKS_PER_SM
+#define MINFER_ATTN_BLOCKS_PER_SM 4
+#endif
+#ifndef MINFER_ATTN_MIN_CHUNK
+#define MINFER_ATTN_MIN_CHUNK 64
+#endif
+static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1 && MINFER_ATTN_MIN_CHUNK >= 1, "decode split tunables");
+
+struct DecodeSplit {
+    int chunk, n_split;
+};
+// chunk >= ceil(L / max_splits), so n_split = ceil(L / chunk) <= max_splits: `part` is large enough.
+// The host launcher and, under a CUDA graph, the kernels themselves compute it.
+__host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
+    int chunk = (L + max_splits - 1) / max_splits;
+    chunk = chunk > MINFER_ATTN_MIN_CHUNK ? chunk : MINFER_ATTN_MIN_CHUNK;
+    chunk = (chunk + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
+    return {chunk, (L + chunk - 1) / chunk};
+}
+
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t w) {
     __half2 h;
     memcpy(&h, &w, sizeof h);
@@ -146,7 +169,7 @@ template <int P, int HW>  // head_dim = 64 * P; HW: query heads per warp, 1 .. 4
 __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float* __restrict__ q, const __half* __restrict__ kc,
                                                                      const __half* __restrict__ vc, float* __restrict__ part,
                                                                      float* __restrict__ out, int L, int group, int kv_dim,
-                                                                     float qscale, int chunk) {
+                                                                     float qscale, int chunk, const int32_t* __restrict__ pos_dev) {
     constexpr int HD = 64 * P, KT = kDecodeTile;
     constexpr int KS = HD + 8;   // K row stride in halves: 16 spare bytes, so the lanes' row reads spread over the banks
     constexpr int CPR = HD / 8;  // 16-byte pieces per row
@@ -158,7 +181,15 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
     __shared__ __align__(16) float qs[4 * HW][HD];
     __shared__ __align__(16) float ps[4][HW][KT];  // per warp and head: the tile's probabilities
 
-    const int kvh = blockIdx.x, s = blockIdx.y, n_split = gridDim.y;
+    const int kvh = blockIdx.x, s = blockIdx.y;
+    int n_split = gridDim.y;
+    if (pos_dev) {  // the launch covers the most chunks: find this length's split
+        L = *pos_dev + 1;
+        const DecodeSplit sp = decode_split_for(L, gridDim.y);
+        chunk = sp.chunk;
+        n_split = sp.n_split;
+        if (s >= n_split) return;  // block-uniform
+    }
     const int gh = min(group - static_cast<int>(blockIdx.z) * kDecodeMaxHeads, kDecodeMaxHeads);  // heads of this block
     const int hq0 = kvh * group + static_cast<int>(blockIdx.z) * kDecodeMaxHeads;                 // the first one
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -302,8 +333,12 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
 constexpr int kCombineThreads = 128;
 __host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
-                                                                      int n_split, int head_dim) {
+                                                                      int n_split, int head_dim, const int32_t* __restrict__ pos_dev) {
     extern __shared__ float weight[];
+    if (pos_dev) {  // n_split is the most chunks; this length's may be fewer
+        n_split = decode_split_for(*pos_dev + 1, n_split).n_split;
+        if (n_split == 1) return;  // the decode kernel wrote the output
+    }
     __shared__ float red[kCombineThreads / 32];
     const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32, stride = head_dim + 2;
     const float* ph = part + static_cast<int64_t>(h) * n_split * stride;
@@ -336,17 +371,6 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     }
 }
 
-// Decode split: about MINFER_ATTN_BLOCKS_PER_SM blocks per SM over all KV heads (few enough to be
-// resident at once, so every block issues its first tile immediately), chunks of at least
-// MINFER_ATTN_MIN_CHUNK keys and a multiple of the tile. A short context takes one chunk (no combine).
-#ifndef MINFER_ATTN_BLOCKS_PER_SM
-#define MINFER_ATTN_BLOCKS_PER_SM 4
-#endif
-#ifndef MINFER_ATTN_MIN_CHUNK
-#define MINFER_ATTN_MIN_CHUNK 64
-#endif
-static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1 && MINFER_ATTN_MIN_CHUNK >= 1, "decode split tunables");
-
 // SMs of the current device, read once (132 on the H200); 132 when the query fails. The value only
 // steers the split, and every caller sees the same one, so the scratch bound below holds.
 int sm_count() {
@@ -368,30 +392,21 @@ int decode_max_splits(int n_head_kv) {
     return std::max(1, (target + n_head_kv - 1) / n_head_kv);
 }
 
-struct DecodeSplit {
-    int chunk, n_split;
-};
-// chunk >= ceil(L / max_splits), so n_split = ceil(L / chunk) <= max_splits: `part` is large enough.
-DecodeSplit decode_split(int L, int n_head_kv) {
-    const int max_splits = decode_max_splits(n_head_kv);
-    int chunk = std::max(MINFER_ATTN_MIN_CHUNK, (L + max_splits - 1) / max_splits);
-    chunk = (chunk + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
-    return {chunk, (L + chunk - 1) / chunk};
-}
-
+// With pos_dev the grid covers max_splits chunks and the kernels find the length's split on the device.
 template <int P, int HW>
 void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int n_head,
-                   int n_head_kv, float qscale, cudaStream_t stream) {
+                   int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev) {
     const int group = n_head / n_head_kv;
-    const DecodeSplit sp = decode_split(L, n_head_kv);
+    const int max_splits = decode_max_splits(n_head_kv);
+    const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split),
                     static_cast<unsigned>((group + kDecodeMaxHeads - 1) / kDecodeMaxHeads));
     attn_decode_kernel<P, HW><<<grid, kDecodeThreads, 0, stream>>>(q, kc, vc, part, out, L, group, n_head_kv * 64 * P,
-                                                                   qscale, sp.chunk);
+                                                                   qscale, sp.chunk, pos_dev);
     check_launch("attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
-        attn_combine_kernel<<<n_head, kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P);
+        attn_combine_kernel<<<n_head, kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P, pos_dev);
         check_launch("attention (combine)");
     }
 }
@@ -405,7 +420,7 @@ int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim) {
 }
 
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
-               int n_head_kv, int head_dim, float* partial, cudaStream_t stream) {
+               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev) {
     if (n_head_kv < 1 || n_head % n_head_kv != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA attention: %d query heads over %d KV heads", n_head, n_head_kv);
     // The decode kernel copies 16-byte pieces of the cache rows (a row of a KV head is head_dim * 2 bytes).
@@ -419,10 +434,10 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
         if (n == 1) {
             const int L = pos0 + 1;
             switch ((std::min(group, kDecodeMaxHeads) + 3) / 4) {  // query heads per warp
-                case 1: launch_decode<P, 1>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream); break;
-                case 2: launch_decode<P, 2>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream); break;
-                case 3: launch_decode<P, 3>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream); break;
-                default: launch_decode<P, 4>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream); break;
+                case 1: launch_decode<P, 1>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
+                case 2: launch_decode<P, 2>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
+                case 3: launch_decode<P, 3>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
+                default: launch_decode<P, 4>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
             }
         } else {
             attn_prefill_kernel<P><<<dim3(blocks_for(n, 16), n_head), 128, 0, stream>>>(q, k_cache, v_cache, out, n, pos0,

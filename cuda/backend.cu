@@ -17,6 +17,7 @@
 #include "cuda/common.cuh"
 #include "cuda/cublas.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/model.cuh"
 #include "device/cuda_backend.h"
 #include "options/options.h"
 #include "quant/types.h"
@@ -30,78 +31,6 @@ void check(cudaError_t err, const char* what) {
         fail(MINFER_ERR_OUT_OF_MEMORY, "%s: out of GPU memory (%s)", what, cudaGetErrorString(err));
     fail(MINFER_ERR_DEVICE, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
-
-// Device memory charged to one VRAM account while it lives.
-class DeviceMemory {
-public:
-    DeviceMemory() = default;
-    DeviceMemory(uint64_t bytes, std::atomic<uint64_t>* account, const char* what) : account_(account) {
-        if (bytes == 0) return;
-        void* p = nullptr;
-        const cudaError_t err = cudaMalloc(&p, bytes);
-        if (err == cudaErrorMemoryAllocation) {
-            size_t free_b = 0, total_b = 0;
-            cudaMemGetInfo(&free_b, &total_b);
-            cudaGetLastError();  // the failed allocation's error is not sticky
-            fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %s of GPU memory (%s free of %s)", what, device::mib(bytes).c_str(),
-                 device::mib(free_b).c_str(), device::mib(total_b).c_str());
-        }
-        check(err, what);
-        ptr_ = p;
-        bytes_ = bytes;
-        if (account_) account_->fetch_add(bytes_);
-    }
-    DeviceMemory(DeviceMemory&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_), account_(o.account_) { o.ptr_ = nullptr; }
-    DeviceMemory& operator=(DeviceMemory&& o) noexcept {
-        if (this != &o) {
-            release();
-            ptr_ = o.ptr_;
-            bytes_ = o.bytes_;
-            account_ = o.account_;
-            o.ptr_ = nullptr;
-        }
-        return *this;
-    }
-    DeviceMemory(const DeviceMemory&) = delete;
-    DeviceMemory& operator=(const DeviceMemory&) = delete;
-    ~DeviceMemory() { release(); }
-
-    template <typename T>
-    T* as() const { return static_cast<T*>(ptr_); }
-    // Hands the allocation to the caller, who frees it with cudaFree (and settles the account).
-    void* take() {
-        void* p = ptr_;
-        ptr_ = nullptr;
-        return p;
-    }
-    uint64_t bytes() const { return bytes_; }
-
-private:
-    void release() {
-        if (!ptr_) return;
-        cudaFree(ptr_);  // an error here (a poisoned context) cannot be acted on; the memory is gone either way
-        if (account_) account_->fetch_sub(bytes_);
-        ptr_ = nullptr;
-    }
-    void* ptr_ = nullptr;
-    uint64_t bytes_ = 0;
-    std::atomic<uint64_t>* account_ = nullptr;
-};
-
-class Stream {
-public:
-    Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
-    ~Stream() {
-        if (s_) cudaStreamDestroy(s_);
-    }
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    cudaStream_t get() const { return s_; }
-    void sync(const char* what) const { check(cudaStreamSynchronize(s_), what); }
-
-private:
-    cudaStream_t s_ = nullptr;
-};
 
 }  // namespace minfer::cuda
 
@@ -138,44 +67,6 @@ const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string& 
 // ---- the model on the device --------------------------------------------------------------------------------
 
 namespace minfer::device {
-
-class CudaModel {
-public:
-    WeightRegistry registry;
-    std::unordered_map<const gguf::TensorInfo*, WeightKey> by_tensor;
-    std::atomic<uint64_t> kv_bytes{0}, scratch_bytes{0}, w16_bytes{0};
-    PrefillPath path = PrefillPath::two_pass;
-    bool use_cublas = false;
-    double warm_ms = 0.0;
-    // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
-    // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only.
-    std::unordered_map<WeightKey, cuda::DeviceMemory> w16;
-
-    const __half* w16_of(WeightKey key) const {
-        auto it = w16.find(key);
-        return it == w16.end() ? nullptr : it->second.as<__half>();
-    }
-
-    WeightKey device_of(const engine::Weight& w) const {
-        auto it = by_tensor.find(w.info);
-        if (it == by_tensor.end())
-            fail(MINFER_ERR_INTERNAL, "CUDA: tensor %s was not uploaded", w.info ? w.info->name.c_str() : "(none)");
-        return it->second;
-    }
-    void poison(const std::string& message) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (poison_.empty()) poison_ = message;
-    }
-    void check_healthy() const {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!poison_.empty())
-            fail(MINFER_ERR_DEVICE, "the GPU reported an error earlier and this model can no longer be used: %s", poison_.c_str());
-    }
-
-private:
-    mutable std::mutex mutex_;
-    std::string poison_;
-};
 
 std::string cuda_unsupported_reason(const model::Config& c, const model::Plan& plan) {
     if (!cuda::attention_head_dim_supported(c.head_dim))
@@ -295,6 +186,55 @@ Vram cuda_vram(const CudaModel& m) {
 }
 
 
+}  // namespace minfer::device
+
+namespace minfer::cuda {
+
+PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_tokens, cudaStream_t stream)
+    : m_(m), stream_(stream) {
+    // The widest matmul input and the largest weight a prefill matmul dequantizes (the output projection
+    // only ever runs on single rows: a mat-vec).
+    int64_t max_cols = 0, max_w = 0;
+    for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
+    const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
+    for (int64_t e : {q_dim * c.n_embd, kv_dim * c.n_embd, int64_t{c.n_ff} * c.n_embd}) max_w = std::max(max_w, e);
+    if (max_tokens <= 1) return;  // mat-vecs only
+    a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m.scratch_bytes, "f16 activations");
+    if (m.path == device::PrefillPath::two_pass)
+        w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m.scratch_bytes, "f16 weight scratch");
+    if (m.use_cublas && m.path != device::PrefillPath::fused) cublas_ = std::make_unique<Cublas>(stream);
+}
+
+PrefillGemm::~PrefillGemm() = default;
+
+void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
+                      const char* name) {
+    if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w_cols) * sizeof(__half) > a16_.bytes())
+        fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(w_cols));
+    to_f16(x, a16_.as<__half>(), int64_t{n} * w_cols, stream_);
+    const int rows = static_cast<int>(w_rows), cols = static_cast<int>(w_cols);
+    const __half* b = static_cast<const __half*>(wd);
+    if (type != quant::Type::F16) {
+        if (m_.path == device::PrefillPath::fused) {
+            gemm_fused(type, a16_.as<__half>(), wd, out, n, rows, cols, stream_);
+            return;
+        }
+        b = m_.w16_of(wd);
+        if (!b) {  // two-pass: this call's own dequantization sweep
+            if (static_cast<uint64_t>(w_rows) * static_cast<uint64_t>(w_cols) * sizeof(__half) > w16_.bytes())
+                fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", name);
+            dequant_f16(type, wd, w_rows, w_cols, w16_.as<__half>(), stream_);
+            b = w16_.as<__half>();
+        }
+    }
+    if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out, n, rows, cols);
+    else gemm_f16(a16_.as<__half>(), b, out, n, rows, cols, stream_);
+}
+
+}  // namespace minfer::cuda
+
+namespace minfer::device {
+
 namespace {
 
 __global__ void fault_kernel(int* p) { p[threadIdx.x] = 1; }
@@ -313,17 +253,7 @@ public:
         k_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (keys)");
         v_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (values)");
         tokens_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * sizeof(int32_t), &m_->scratch_bytes, "token scratch");
-        // The widest matmul input and the largest weight a prefill matmul dequantizes (the output
-        // projection only ever runs on the last token: a mat-vec).
-        int64_t max_cols = 0, max_w = 0;
-        for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
-        const int64_t q_dim = int64_t{c.n_head} * c.head_dim;
-        for (int64_t e : {q_dim * c.n_embd, kv_dim_ * c.n_embd, int64_t{c.n_ff} * c.n_embd})
-            max_w = std::max(max_w, e);
-        a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m_->scratch_bytes, "f16 activations");
-        if (max_tokens > 1 && m_->path == PrefillPath::two_pass)
-            w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m_->scratch_bytes, "f16 weight scratch");
-        if (m_->use_cublas && m_->path != PrefillPath::fused) cublas_ = std::make_unique<cuda::Cublas>(stream_.get());
+        gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens, stream_.get());
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
         check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
@@ -359,30 +289,8 @@ public:
 
     void matmul(const Weight& w, Buf x, int n, Buf out) override {
         const void* wd = m_->device_of(w);
-        if (n == 1) {
-            cuda::matvec(w.type, wd, w.rows, w.cols, x.data, out.data, s());
-            return;
-        }
-        if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w.cols) * sizeof(__half) > a16_.bytes())
-            fail(MINFER_ERR_INTERNAL, "CUDA matmul: %d x %lld activations exceed the scratch", n, static_cast<long long>(w.cols));
-        cuda::to_f16(x.data, a16_.as<__half>(), int64_t{n} * w.cols, s());
-        const int rows = static_cast<int>(w.rows), cols = static_cast<int>(w.cols);
-        const __half* b = static_cast<const __half*>(wd);
-        if (w.type != quant::Type::F16) {
-            if (m_->path == PrefillPath::fused) {
-                cuda::gemm_fused(w.type, a16_.as<__half>(), wd, out.data, n, rows, cols, s());
-                return;
-            }
-            b = m_->w16_of(wd);
-            if (!b) {  // two-pass: this call's own dequantization sweep
-                if (static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols) * sizeof(__half) > w16_.bytes())
-                    fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", w.info ? w.info->name.c_str() : "?");
-                cuda::dequant_f16(w.type, wd, w.rows, w.cols, w16_.as<__half>(), s());
-                b = w16_.as<__half>();
-            }
-        }
-        if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out.data, n, rows, cols);
-        else cuda::gemm_f16(a16_.as<__half>(), b, out.data, n, rows, cols, s());
+        if (n == 1) cuda::matvec(w.type, wd, w.rows, w.cols, x.data, out.data, s());
+        else gemm_->run(w.type, wd, w.rows, w.cols, x.data, n, out.data, w.info ? w.info->name.c_str() : "?");
     }
 
     void add_bias(Buf x, int64_t rows, const Weight& b) override {
@@ -432,12 +340,10 @@ private:
     cuda::Stream stream_;
     DeviceMemory k_cache_, v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim] f16
     DeviceMemory tokens_;             // [max_tokens] token ids of the current call
-    DeviceMemory a16_;                // f16 copy of a prefill matmul's input
-    DeviceMemory w16_;                // f16 dequantized weight of a prefill matmul (the two-pass path)
     DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
     DeviceMemory partial_;            // decode attention split partials
     std::vector<DeviceMemory> buffers_;
-    std::unique_ptr<cuda::Cublas> cublas_;  // bound to stream_; null with the own GEMM
+    std::unique_ptr<cuda::PrefillGemm> gemm_;
 };
 
 }  // namespace
@@ -535,6 +441,27 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
     std::vector<float> y(static_cast<size_t>(rows));
     check(cudaMemcpy(y.data(), dy.as<void>(), y.size() * 4, cudaMemcpyDeviceToHost), "download y");
     return y;
+}
+
+std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
+                                         int L, int n_head, int n_head_kv, int head_dim, bool device_pos) {
+    cuda::Stream stream;
+    const size_t q_dim = static_cast<size_t>(n_head) * head_dim;
+    DeviceMemory dq(q_dim * 4, nullptr, "q"), dout(q_dim * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
+        dv(v16.size() * 2, nullptr, "V"), dpos(4, nullptr, "position"),
+        part(static_cast<uint64_t>(cuda::attention_partial_floats(n_head, n_head_kv, head_dim)) * 4, nullptr, "partials");
+    const int32_t pos = L - 1;
+    check(cudaMemcpy(dq.as<void>(), q.data(), q_dim * 4, cudaMemcpyHostToDevice), "upload q");
+    check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");
+    check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
+    check(cudaMemcpy(dpos.as<void>(), &pos, 4, cudaMemcpyHostToDevice), "upload position");
+    check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    cuda::attention(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), 1, device_pos ? 0 : pos, n_head, n_head_kv,
+                    head_dim, part.as<float>(), stream.get(), device_pos ? dpos.as<int32_t>() : nullptr);
+    stream.sync("attention");
+    std::vector<float> out(q_dim);
+    check(cudaMemcpy(out.data(), dout.as<void>(), q_dim * 4, cudaMemcpyDeviceToHost), "download out");
+    return out;
 }
 
 }  // namespace testing

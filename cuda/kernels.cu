@@ -190,6 +190,75 @@ __global__ void rope_kernel(float* x, int n, int n_heads, int head_dim, int pos0
     v[j + half] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
 }
 
+// One warp per (token, head) of q, k and v: the bias, the per-head RMS norm (q and k), NeoX RoPE (q and
+// k) at the token's position, then q in place and k, v as f16 into the cache rows of their positions.
+// The same roundings as add_bias, rms_norm, rope and store_kv one after another.
+__global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, int n,
+                                  int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk, const float* bv,
+                                  const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
+                                  int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc) {
+    const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
+    const int per_token = n_head + 2 * n_head_kv;
+    if (unit >= n * per_token) return;  // warp-uniform
+    const int lane = threadIdx.x % 32, t = unit / per_token, u = unit % per_token;
+    const int pos = (pos_dev ? *pos_dev : pos0) + t;
+    const int kind = u < n_head ? 0 : u < n_head + n_head_kv ? 1 : 2;  // q, k, v
+    const int head = kind == 0 ? u : kind == 1 ? u - n_head : u - n_head - n_head_kv;
+    const int64_t kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
+    const float* src = kind == 0 ? q + static_cast<int64_t>(t) * n_head * head_dim : (kind == 1 ? k : v) + t * kv_dim;
+    src += static_cast<int64_t>(head) * head_dim;
+    const float* bias = kind == 0 ? bq : kind == 1 ? bk : bv;
+    const float* norm = kind == 0 ? q_norm : kind == 1 ? k_norm : nullptr;
+    const int half = head_dim / 2;  // at most 64: two pairs (j, j + half) per lane
+    float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+        const int j = lane + 32 * p;
+        if (j < half) {
+            a[p] = src[j];
+            b[p] = src[j + half];
+            if (bias) {
+                a[p] += bias[static_cast<int64_t>(head) * head_dim + j];
+                b[p] += bias[static_cast<int64_t>(head) * head_dim + j + half];
+            }
+        }
+    }
+    if (norm) {
+        const float ss = warp_sum(a[0] * a[0] + b[0] * b[0] + a[1] * a[1] + b[1] * b[1]);
+        const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(ss) / head_dim + eps));
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const int j = lane + 32 * p;
+            if (j < half) {
+                a[p] = __fmul_rn(__fmul_rn(a[p], scale), norm[j]);
+                b[p] = __fmul_rn(__fmul_rn(b[p], scale), norm[j + half]);
+            }
+        }
+    }
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+        const int j = lane + 32 * p;
+        if (j >= half) continue;
+        float x0 = a[p], x1 = b[p];
+        if (kind != 2) {
+            double sn, cs;
+            sincos(static_cast<double>(pos) * inv_freq[j], &sn, &cs);
+            const float c = static_cast<float>(cs), sv = static_cast<float>(sn);
+            x0 = __fsub_rn(__fmul_rn(a[p], c), __fmul_rn(b[p], sv));
+            x1 = __fadd_rn(__fmul_rn(a[p], sv), __fmul_rn(b[p], c));
+        }
+        if (kind == 0) {
+            float* dst = q + static_cast<int64_t>(t) * n_head * head_dim + static_cast<int64_t>(head) * head_dim;
+            dst[j] = x0;
+            dst[j + half] = x1;
+        } else {
+            __half* dst = (kind == 1 ? kc : vc) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(head) * head_dim;
+            dst[j] = __float2half_rn(x0);
+            dst[j + half] = __float2half_rn(x1);
+        }
+    }
+}
+
 __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __half* vc, int64_t n) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -278,6 +347,16 @@ void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* in
 void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int64_t n, cudaStream_t stream) {
     store_kv_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(k, v, k_cache, v_cache, n);
     check_launch("store_kv");
+}
+
+void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
+                const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
+                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, cudaStream_t stream) {
+    if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
+    const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
+    qkv_finish_kernel<<<blocks_for(units, 4), 128, 0, stream>>>(q, k, v, n, n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm,
+                                                               eps, inv_freq, pos0, pos_dev, k_cache, v_cache);
+    check_launch("qkv_finish");
 }
 
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {

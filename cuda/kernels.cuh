@@ -23,7 +23,9 @@ void embed_rows(quant::Type t, const void* table, int64_t cols, const int32_t* t
 // y[r] = dot(dequant(W row r), x) for every row: the decode mat-vec, reading the quantized bytes
 // (cuda/matvec.cu). w and x must be 16-byte aligned (cudaMalloc'd buffers are), cols a multiple of 8 and
 // of the block size. f32-accurate for every type; one kernel launch, no allocation (graph-capturable).
-void matvec(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream);
+// With accumulate, y[r] += the product (each row is written by one thread: a residual add for free).
+void matvec(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
+            bool accumulate = false);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
@@ -43,6 +45,13 @@ void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t str
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* inv_freq, cudaStream_t stream);
 // Converts n f32 values of k and of v to f16 into the caches.
 void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int64_t n, cudaStream_t stream);
+// Everything between the q/k/v projections and attention, for n tokens at positions p + t (p = *pos_dev
+// when pos_dev is not null, else pos0): q += bq, k += bk, v += bv (null: none), per-head RMS norm of q
+// and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written in place and k, v
+// as f16 into the cache rows p + t (caches [n_ctx][n_head_kv * head_dim] of one layer). head_dim <= 128.
+void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
+                const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
+                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, cudaStream_t stream);
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
@@ -53,7 +62,16 @@ void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 // any context length.
 bool attention_head_dim_supported(int head_dim);
 int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim);
+// pos_dev (decode only, n = 1): the query's position is read on the device (*pos_dev; pos0 is ignored),
+// the launch covers the most chunks any length gets and the kernels find the split themselves, so one
+// launch serves every position (a CUDA graph replays it).
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
-               int n_head_kv, int head_dim, float* partial, cudaStream_t stream);
+               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr);
+
+// Argmax of each of `rows` rows of n_vocab logits, as keys: keys[r] = (order-preserving bits of the
+// largest logit) << 32 | (0xFFFFFFFF - its lowest index); NaN counts as -INFINITY (cuda/sampling.cu).
+// argmax_token(key) decodes one: the token, or -1 when every logit is -INFINITY or NaN.
+void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long* keys, cudaStream_t stream);
+int32_t argmax_token(unsigned long long key);
 
 }  // namespace minfer::cuda

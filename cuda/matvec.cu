@@ -38,7 +38,7 @@ using namespace mv;
 constexpr int kRefWarps = 8;
 template <Type T>
 __global__ __launch_bounds__(32 * kRefWarps) void matvec_ref_kernel(const uint8_t* w, int64_t rows, int64_t cols,
-                                                                    const float* x, float* y, int wr) {
+                                                                    const float* x, float* y, int wr, bool accumulate) {
     __shared__ float partial[kRefWarps];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rows_per_block = kRefWarps / wr;
     const int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + warp / wr;
@@ -60,7 +60,7 @@ __global__ __launch_bounds__(32 * kRefWarps) void matvec_ref_kernel(const uint8_
         const int64_t rr = static_cast<int64_t>(blockIdx.x) * rows_per_block + threadIdx.x;
         float sum = 0.0f;
         for (int i = 0; i < wr; ++i) sum += partial[threadIdx.x * wr + i];
-        if (rr < rows) y[rr] = sum;
+        if (rr < rows) y[rr] = accumulate ? y[rr] + sum : sum;
     }
 }
 
@@ -73,10 +73,10 @@ int ref_split(int64_t cols) {
 }
 
 template <Type T>
-void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
     const int wr = ref_split(cols);
     matvec_ref_kernel<T><<<blocks_for(rows, kRefWarps / wr), 32 * kRefWarps, 0, stream>>>(static_cast<const uint8_t*>(w),
-                                                                                           rows, cols, x, y, wr);
+                                                                                           rows, cols, x, y, wr, accumulate);
 }
 
 // CTAs of the MMA kernel per SM with the largest partials: sets the kernel's shared-memory limit once.
@@ -93,28 +93,36 @@ int mma_blocks_per_sm() {
     return occupancy;
 }
 
-template <Type T>
-void launch_mma(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
-    const int per_sm = mma_blocks_per_sm<T>();
-    int dev = 0, sms = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * std::max(sms, 1));
-    matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
-        static_cast<const uint8_t*>(w), x, y, rows, static_cast<int>(cols), row_bytes_of<T>(cols),
-        (rows + kTileRows - 1) / kTileRows, g.maxk);
+// SMs of the current device, read once (132 on the H200).
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        check(cudaGetDevice(&dev), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+        return std::max(v, 1);
+    }();
+    return n;
 }
 
 template <Type T>
-void launch_plain(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+void launch_mma(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
+    const int per_sm = mma_blocks_per_sm<T>();
+    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
+    matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
+        static_cast<const uint8_t*>(w), x, y, rows, static_cast<int>(cols), row_bytes_of<T>(cols),
+        (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
+}
+
+template <Type T>
+void launch_plain(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
     const auto* wb = static_cast<const uint8_t*>(w);
-    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(wb, x, y, rows, cols);
-    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(wb, x, y, rows, cols);
+    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(wb, x, y, rows, cols, accumulate);
+    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(wb, x, y, rows, cols, accumulate);
 }
 
 }  // namespace
 
-void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
+void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
     if (rows <= 0 || cols <= 0) return;
     if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights and x must be 16-byte aligned and rows a multiple of 8 long");
@@ -122,9 +130,9 @@ void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, f
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
             fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
-        if constexpr (kMmaFamily<T>) launch_mma<T>(w, rows, cols, x, y, stream);
-        else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16) launch_plain<T>(w, rows, cols, x, y, stream);
-        else launch_ref<T>(w, rows, cols, x, y, stream);
+        if constexpr (kMmaFamily<T>) launch_mma<T>(w, rows, cols, x, y, stream, accumulate);
+        else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16) launch_plain<T>(w, rows, cols, x, y, stream, accumulate);
+        else launch_ref<T>(w, rows, cols, x, y, stream, accumulate);
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec");
@@ -132,7 +140,7 @@ void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, f
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {
     if (rows <= 0 || cols <= 0) return;
-    const bool known = dispatch_type(t, [&](auto tag) { launch_ref<decltype(tag)::value>(w, rows, cols, x, y, stream); });
+    const bool known = dispatch_type(t, [&](auto tag) { launch_ref<decltype(tag)::value>(w, rows, cols, x, y, stream, false); });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec_reference");
 }

@@ -622,7 +622,7 @@ __device__ __forceinline__ void copy_span(std::integer_sequence<int, J...>, uint
 template <Type T>
 __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
                                                                  float* __restrict__ y, int64_t rows, int cols,
-                                                                 int64_t row_bytes, int64_t tiles, int maxk) {
+                                                                 int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
     constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes(KTB);
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -745,7 +745,7 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* 
             float sum = 0.0f;
 #pragma unroll
             for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows + i];
-            y[r] = sum;
+            y[r] = accumulate ? y[r] + sum : sum;
         }
     }
 }
@@ -797,7 +797,7 @@ __device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
 
 template <Type T, int R>
 __global__ __launch_bounds__(128) void matvec_plain_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
-                                                           float* __restrict__ y, int64_t rows, int64_t cols) {
+                                                           float* __restrict__ y, int64_t rows, int64_t cols, bool accumulate) {
     constexpr int kElemBytes = T == Type::F32 ? 4 : 2, kPer = 16 / kElemBytes;
     const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
     const int64_t r0 = static_cast<int64_t>(blockIdx.x) * R;
@@ -831,8 +831,10 @@ __global__ __launch_bounds__(128) void matvec_plain_kernel(const uint8_t* __rest
         if (lane == 0) red[warp][r] = v;
     }
     __syncthreads();
-    if (threadIdx.x < R && r0 + threadIdx.x < rows)
-        y[r0 + threadIdx.x] = (red[0][threadIdx.x] + red[1][threadIdx.x]) + (red[2][threadIdx.x] + red[3][threadIdx.x]);
+    if (threadIdx.x < R && r0 + threadIdx.x < rows) {
+        const float sum = (red[0][threadIdx.x] + red[1][threadIdx.x]) + (red[2][threadIdx.x] + red[3][threadIdx.x]);
+        y[r0 + threadIdx.x] = accumulate ? y[r0 + threadIdx.x] + sum : sum;
+    }
 }
 
 }  // namespace minfer::cuda::mv

@@ -551,8 +551,13 @@ TEST_SUITE("cuda") {
                 gpu->write(k.data(), kg);
                 gpu->write(v.data(), vg);
                 gpu->store_kv(0, 0, n_ctx, kg, vg);
-                for (float& x : k) x = quant::f16_to_f32(quant::f32_to_f16(x));  // what the f16 cache holds
-                for (float& x : v) x = quant::f16_to_f32(quant::f32_to_f16(x));
+                std::vector<uint16_t> k16(k.size()), v16(v.size());
+                for (size_t i = 0; i < k.size(); ++i) {  // what the f16 cache holds
+                    k16[i] = quant::f32_to_f16(k[i]);
+                    v16[i] = quant::f32_to_f16(v[i]);
+                    k[i] = quant::f16_to_f32(k16[i]);
+                    v[i] = quant::f16_to_f32(v16[i]);
+                }
                 const Buf qg = gpu->alloc(q_dim), og = gpu->alloc(q_dim);
                 const std::vector<float> poison(q_dim, std::nanf(""));
                 for (int L : lengths) {
@@ -584,6 +589,8 @@ TEST_SUITE("cuda") {
                         for (int d = 0; d < hd; ++d) ref[qo + d] /= total;
                     }
                     CHECK(rel_l2(out, ref) < 1e-5);
+                    // The launch of a CUDA graph step: the position read on the device, the split found there.
+                    CHECK(rel_l2(device::testing::cuda_attention_decode(q, k16, v16, L, sh.n_head, sh.n_head_kv, hd, true), ref) < 1e-5);
                 }
             }
         }
@@ -722,6 +729,107 @@ TEST_SUITE("cuda") {
                         CHECK(c.err > kCudaBound);
                     }
                 }
+    }
+
+    // Decode steps replay a CUDA graph (from the second step on); cuda_graph=false launches the same
+    // kernels eagerly. Same kernels, same arguments: the same tokens and bit-identical logits, over 64
+    // steps (positions move the attention split through several chunk counts), after a truncation (the
+    // graph replays at positions it has seen before) and on a second context of the same model.
+    TEST_CASE("decode: the CUDA graph gives the tokens and logits of eager launches; truncate and reset replay it") {
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
+            CAPTURE(preset);
+            const std::string path = synth_model(preset, "q4_K_M");
+            auto run = [&](const char* graph, int truncate_to) {
+                const char* k[] = {"device", "ctx_len", "cuda_graph"};
+                const char* v[] = {"cuda", "512", graph};
+                minfer_model* m = nullptr;
+                REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 3, &m) == MINFER_OK, minfer_last_error());
+                minfer_context* ctx = nullptr;
+                REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+                std::vector<int32_t> prompt(40);
+                for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 200);
+                REQUIRE(minfer_prefill(ctx, prompt.data(), prompt.size()) == MINFER_OK);
+                std::vector<int32_t> toks;
+                auto decode = [&](int steps) {
+                    for (int i = 0; i < steps; ++i) {
+                        int32_t t = -1;
+                        REQUIRE_MESSAGE(minfer_decode(ctx, &t) == MINFER_OK, minfer_last_error());
+                        toks.push_back(t);
+                    }
+                };
+                decode(64);
+                if (truncate_to > 0) {
+                    REQUIRE(minfer_context_truncate(ctx, truncate_to) == MINFER_OK);
+                    // No logits after a truncation: feed the last kept token again, as a caller would.
+                    const int32_t last = toks[static_cast<size_t>(truncate_to - 41)];
+                    REQUIRE(minfer_context_truncate(ctx, truncate_to - 1) == MINFER_OK);
+                    REQUIRE(minfer_prefill(ctx, &last, 1) == MINFER_OK);
+                    decode(64 - (truncate_to - 40));
+                }
+                std::vector<float> logits = logits_of(ctx, static_cast<size_t>(minfer_model_n_vocab(m)));
+                minfer_context_free(ctx);
+                minfer_close(m);
+                return std::make_pair(toks, logits);
+            };
+            const auto eager = run("false", 0), graph = run("true", 0);
+            CHECK(graph.first == eager.first);
+            CHECK(graph.second == eager.second);
+            // Truncated to position 60 and decoded again to the same length: the same tokens as before.
+            const auto again = run("true", 60);
+            REQUIRE(again.first.size() == 108);
+            CHECK(std::vector<int32_t>(again.first.begin() + 64, again.first.end()) ==
+                  std::vector<int32_t>(eager.first.begin() + 20, eager.first.end()));
+        }
+    }
+
+    // Greedy decoding after a short and after a long context (8200 tokens: the decode attention splits the
+    // keys into many chunks, found on the device under the graph) against the CPU backend: the tokens agree
+    // at every step where the CPU's two best logits are further apart than the error bound; the first step
+    // where they differ must be a near tie, and the sequences are not compared past it.
+    TEST_CASE("decode at depth 0 and 8200: CUDA greedy tokens agree with the CPU backend wherever the top two are apart") {
+        const std::string path = synth_model("qwen2-tiny", "f16");
+        for (int depth : {8, 8200}) {
+            CAPTURE(depth);
+            std::vector<int32_t> prompt(static_cast<size_t>(depth));
+            std::mt19937 rng(static_cast<uint32_t>(depth));
+            std::vector<std::vector<int32_t>> tokens;
+            std::vector<std::vector<float>> margins;  // CPU: relative gap between the best two logits, per step
+            for (const char* dev : {"cpu", "cuda"}) {
+                const char* k[] = {"device", "ctx_len"};
+                const char* v[] = {dev, "8448"};
+                minfer_model* m = nullptr;
+                REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 2, &m) == MINFER_OK, minfer_last_error());
+                const size_t nv = static_cast<size_t>(minfer_model_n_vocab(m));
+                rng.seed(static_cast<uint32_t>(depth));
+                for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % nv);
+                minfer_context* ctx = nullptr;
+                REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+                REQUIRE_MESSAGE(minfer_prefill(ctx, prompt.data(), prompt.size()) == MINFER_OK, minfer_last_error());
+                std::vector<int32_t> toks;
+                std::vector<float> gaps;
+                for (int step = 0; step < 32; ++step) {
+                    std::vector<float> l = logits_of(ctx, nv);
+                    std::vector<float> sorted = l;
+                    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+                    double norm = 0;
+                    for (float x : l) norm += static_cast<double>(x) * x;
+                    gaps.push_back(static_cast<float>((sorted[0] - sorted[1]) / std::sqrt(norm)));  // relative to ||logits||
+                    int32_t t = -1;
+                    REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
+                    toks.push_back(t);
+                }
+                tokens.push_back(toks);
+                margins.push_back(gaps);
+                minfer_context_free(ctx);
+                minfer_close(m);
+            }
+            // Each backend's logits are within 2e-3 of exact in relative L2 (the CPU's f16 model far closer), so
+            // no logit moves by more than 2e-3 ||logits|| and only two logits closer than 4e-3 ||logits|| can swap.
+            size_t agreed = 0;
+            for (; agreed < tokens[0].size() && tokens[0][agreed] == tokens[1][agreed]; ++agreed) {}
+            MESSAGE("depth ", depth, ": CUDA and CPU agree on the first ", agreed, " of 32 greedy tokens");
+            if (agreed < tokens[0].size()) CHECK(margins[0][agreed] < 4e-3);
+        }
     }
 
     TEST_CASE("VRAM accounting follows contexts; two contexts on two threads match one thread") {

@@ -143,7 +143,7 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
-        mv::matvec_mma_kernel<T>(w.data(), x.data(), y.data(), rows, static_cast<int>(cols), row_bytes, tiles, g.maxk);
+        mv::matvec_mma_kernel<T>(w.data(), x.data(), y.data(), rows, static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
@@ -156,7 +156,7 @@ std::vector<float> run_plain(const std::vector<uint8_t>& w, int64_t rows, int64_
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
-    launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(w.data(), x.data(), y.data(), rows, cols); });
+    launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(w.data(), x.data(), y.data(), rows, cols, false); });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
     return y;

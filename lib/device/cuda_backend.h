@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "engine/runner.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
+#include "options/options.h"
 
 namespace minfer::device {
 
@@ -83,6 +85,9 @@ struct CudaSettings {
     int64_t gemm = 0;  // options::kGemmAuto / kGemmOwn / kGemmCublas
 };
 
+// The CudaSettings of a model's load options (w16_cache, w16_enable_bytes, fused_b, mmq, gemm).
+CudaSettings cuda_settings(const options::Values& opts);
+
 struct PathChoice {
     PrefillPath path = PrefillPath::two_pass;
     std::string reason;  // one line for the log
@@ -106,10 +111,17 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
 PrefillPath cuda_prefill_path(const CudaModel& model);
 const char* cuda_gemm_name(const CudaModel& model);  // "own" or "cublas"
 double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 without one
-// Ops for one context: its KV cache (f16) for n_ctx tokens and scratch for max_tokens tokens are
+// engine::Ops on the GPU, the kernels one call at a time (tests compare each with the CPU backend's, and
+// run the plain forward over them): a KV cache (f16) for n_ctx tokens and scratch for max_tokens tokens,
 // allocated now. Throws Error (MINFER_ERR_OUT_OF_MEMORY with nothing leaked, MINFER_ERR_DEVICE).
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
                                            int max_tokens);
+// The forward pass of one context (cuda/forward.cu): KV memory for shape.n_seq slots of shape.n_ctx
+// positions (f16), scratch for up to min(2048, n_ctx) tokens per chunk, decode steps through a CUDA graph
+// unless the `cuda_graph` option is off. Throws Error like cuda_make_ops. The model and plan must outlive it.
+std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
+                                                 const model::Plan& plan, const engine::RunnerShape& shape,
+                                                 const options::Values& opts);
 Vram cuda_vram(const CudaModel& model);
 // Median milliseconds of one dequantization of every weight in `weights` to f16 (an f16 scratch of the
 // largest is allocated for the call), over `reps` runs.
@@ -132,4 +144,9 @@ uint64_t cuda_free_bytes();
 // mat-vec, or by its reference kernel; y is poisoned with NaN before the launch.
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
+// One decode attention (a query at position L - 1 over cache rows 0 .. L-1: k16, v16 f16 bit patterns,
+// [n_ctx >= L][n_head_kv * head_dim]), the position given on the host or read on the device (the launch
+// of a CUDA graph: the kernels find the key split themselves); the output is poisoned first.
+std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
+                                         int L, int n_head, int n_head_kv, int head_dim, bool device_pos);
 }  // namespace minfer::device::testing

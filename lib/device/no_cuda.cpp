@@ -26,6 +26,10 @@ PrefillPath cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; 
 const char* cuda_gemm_name(const CudaModel&) { return ""; }
 double cuda_warm_ms(const CudaModel&) { return 0.0; }
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int) { no_cuda(); }
+std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel>, const model::Config&, const model::Plan&,
+                                                 const engine::RunnerShape&, const options::Values&) {
+    no_cuda();
+}
 Vram cuda_vram(const CudaModel&) { return Vram{}; }
 double cuda_dequant_sweep_ms(CudaModel&, const std::vector<engine::Weight>&, int) { no_cuda(); }
 void cuda_inject_fault() { no_cuda(); }
@@ -35,6 +39,10 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t, const void*, uint64_t, int64_t, 
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int) { no_cuda(); }
 uint64_t cuda_free_bytes() { no_cuda(); }
 std::vector<float> cuda_matvec(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, bool) { no_cuda(); }
+std::vector<float> cuda_attention_decode(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int,
+                                         int, bool) {
+    no_cuda();
+}
 }  // namespace testing
 
 }  // namespace minfer::device

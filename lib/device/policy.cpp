@@ -12,6 +12,16 @@
 
 namespace minfer::device {
 
+CudaSettings cuda_settings(const options::Values& opts) {
+    CudaSettings s;
+    s.w16_cache = opts.get(options::Id::w16_cache);
+    s.w16_enable_bytes = static_cast<uint64_t>(opts.get(options::Id::w16_enable_bytes));
+    s.fused_b = opts.get(options::Id::fused_b) != 0;
+    s.mmq = opts.get(options::Id::mmq);
+    s.gemm = opts.get(options::Id::gemm);
+    return s;
+}
+
 const char* prefill_path_name(PrefillPath p) {
     switch (p) {
         case PrefillPath::two_pass: return "two_pass";

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "cpu/cpu_ops.h"
 #include "device/device.h"
+#include "engine/ops_runner.h"
 #include "engine/testing.h"
 #include "quant/types.h"
 
@@ -71,13 +72,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
             log_line(level, MINFER_LOG_INFO, "device=auto: using the CPU (%s)", why.c_str());
         } else {
             try {
-                device::CudaSettings s;
-                s.w16_cache = m->options_.get(options::Id::w16_cache);
-                s.w16_enable_bytes = static_cast<uint64_t>(m->options_.get(options::Id::w16_enable_bytes));
-                s.fused_b = m->options_.get(options::Id::fused_b) != 0;
-                s.mmq = m->options_.get(options::Id::mmq);
-                s.gemm = m->options_.get(options::Id::gemm);
-                m->cuda_ = device::cuda_load(*m->file_, model::layer_matmuls(m->plan_), s, level);
+                m->cuda_ = device::cuda_load(*m->file_, model::layer_matmuls(m->plan_), device::cuda_settings(m->options_), level);
             } catch (const Error& e) {
                 throw Error(e.status(), path + ": " + e.what());
             }
@@ -104,47 +99,42 @@ bool Model::is_eog(int32_t token) const {
 }
 
 namespace {
-// Tokens per forward call: bounds the scratch buffers. On the CPU each matmul's weights are reused across
-// the batch; on the GPU a larger batch also spreads the per-call weight dequantization over more tokens.
+// Tokens per CPU forward call: bounds the scratch buffers; each matmul's weights are reused across them.
 constexpr int kMaxBatchCpu = 256;
-constexpr int kMaxBatchCuda = 2048;
 }  // namespace
 
 Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
     const model::Config& c = model_->config();
     const int64_t len = model_->options().get(options::Id::ctx_len);
     n_ctx_ = len == 0 ? c.n_ctx_train : static_cast<int32_t>(len);
+    RunnerShape shape;
+    shape.n_ctx = n_ctx_;
     if (model_->backend() == Backend::cuda) {
-        const int batch = std::min(kMaxBatchCuda, n_ctx_);
-        ops_ = device::cuda_make_ops(model_->cuda(), c, n_ctx_, batch);
-        scratch_ = make_scratch(*ops_, c, batch);
+        runner_ = device::cuda_make_runner(model_->cuda(), c, model_->plan(), shape, model_->options());
     } else {
-        ops_ = cpu::make_ops(c, n_ctx_);
-        scratch_ = make_scratch(*ops_, c, std::min(kMaxBatchCpu, n_ctx_));
+        const options::Values* opts = &model_->options();
+        runner_ = make_ops_runner(
+            c, model_->plan(), shape, kMaxBatchCpu, [&](int n) { return cpu::make_ops(c, n); },
+            [opts] { return opts->get(options::Id::threads); });
     }
-    logits_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
-    pending_.assign(static_cast<size_t>(c.n_vocab), 0.0f);
 }
 
 Context::~Context() = default;
 
 void Context::run(const int32_t* tokens, size_t n) {
-    int pos = n_past_.load(std::memory_order_relaxed);
-    try {
-        ops_->begin(model_->options().get(options::Id::threads));
-        for (size_t done = 0; done < n;) {
-            const int m = static_cast<int>(std::min<size_t>(n - done, static_cast<size_t>(scratch_.max_tokens)));
-            forward(model_->config(), model_->plan(), *ops_, scratch_, tokens + done, m, pos, pending_.data());
-            done += static_cast<size_t>(m);
-            pos += m;
-        }
-    } catch (const Error& e) {
-        ops_->on_error(e);
-        throw;
-    }
+    const int32_t pos0 = n_past_.load(std::memory_order_relaxed);
+    pos_.resize(n);
+    seq_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) pos_[i] = pos0 + static_cast<int32_t>(i);
+    const int32_t last = static_cast<int32_t>(n - 1);
+    Batch b;
+    b.tokens = std::span<const int32_t>(tokens, n);
+    b.pos = pos_;
+    b.seq = seq_;
+    b.out_rows = std::span<const int32_t>(&last, 1);
+    runner_->forward(b);
     history_.insert(history_.end(), tokens, tokens + n);  // may throw std::bad_alloc: before anything changes
-    logits_.swap(pending_);
-    n_past_.store(pos, std::memory_order_release);
+    n_past_.store(pos0 + static_cast<int32_t>(n), std::memory_order_release);
     has_logits_ = true;
 }
 
@@ -173,7 +163,9 @@ int32_t Context::decode() {
     // Sample from a copy of the generator and keep the draw only once the forward succeeded, so a
     // failed decode (every token banned, a failed forward) leaves the context as it was.
     sampling::Sampler::Generator gen = sampler_.generator();
-    const int32_t token = sampler_.sample(logits_, history_, gen);
+    // A greedy sampler takes the runner's argmax: on the GPU the logits never leave the device.
+    const int32_t token = sampler_.greedy_only() ? runner_->argmax(0) : sampler_.sample(runner_->logits(0), history_, gen);
+    if (token < 0) sampler_.sample(runner_->logits(0), history_, gen);  // every token banned: its error
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past);
     run(&token, 1);
     sampler_.set_generator(gen);
@@ -204,12 +196,13 @@ void Context::set_stop_strings(std::vector<std::string> stops) {
     generated_.clear();
 }
 
-void Context::copy_logits(float* out, size_t cap) const {
+void Context::copy_logits(float* out, size_t cap) {
     if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "logits: none yet; call minfer_prefill first");
     if (!out) fail(MINFER_ERR_INVALID_ARGUMENT, "logits: out is NULL");
-    if (cap < logits_.size())
-        fail(MINFER_ERR_BUFFER_TOO_SMALL, "logits: the buffer holds %zu floats, the vocabulary has %zu", cap, logits_.size());
-    std::copy(logits_.begin(), logits_.end(), out);
+    const std::span<const float> logits = runner_->logits(0);
+    if (cap < logits.size())
+        fail(MINFER_ERR_BUFFER_TOO_SMALL, "logits: the buffer holds %zu floats, the vocabulary has %zu", cap, logits.size());
+    std::copy(logits.begin(), logits.end(), out);
 }
 
 void Context::reset() {

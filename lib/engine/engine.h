@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "engine/forward.h"
 #include "engine/ops.h"
+#include "engine/runner.h"
 #include "options/options.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
@@ -81,7 +82,7 @@ public:
     // runs it through the model and returns it. Sets stop_reason() (end of generation, a stop string).
     // The sampler's generator advances only when the forward succeeds.
     int32_t decode();
-    void copy_logits(float* out, size_t cap) const;
+    void copy_logits(float* out, size_t cap);
     void reset();
     void truncate(int32_t n_keep);
 
@@ -95,7 +96,8 @@ public:
     void release() { busy_.store(false, std::memory_order_release); }
 
 private:
-    // Runs tokens through the model in chunks; on success the new logits replace the old ones.
+    // Runs tokens through the model (the runner cuts them in chunks); on success the new logits replace
+    // the old ones.
     void run(const int32_t* tokens, size_t n);
     void set_stop_reason(minfer_stop_reason r) { stop_reason_.store(r, std::memory_order_release); }
 
@@ -104,11 +106,9 @@ private:
     // Written only by the thread holding the busy flag; atomic because n_past() and stop_reason() are
     // read without it.
     std::atomic<int32_t> n_past_{0};
-    std::unique_ptr<Ops> ops_;
-    Scratch scratch_;
-    std::vector<float> logits_;   // [n_vocab] of the last processed position
-    std::vector<float> pending_;  // [n_vocab] written by a forward call in progress
-    bool has_logits_ = false;
+    std::unique_ptr<Runner> runner_;  // one sequence slot: this context's KV cache
+    std::vector<int32_t> pos_, seq_;  // the batch of the current call
+    bool has_logits_ = false;         // the runner's output row 0 is the last position's
     std::vector<int32_t> history_;  // the tokens in the KV cache, oldest first (for penalties)
     sampling::Sampler sampler_;
     std::vector<std::string> stops_;

@@ -22,7 +22,7 @@ Scratch make_scratch(Ops& ops, const model::Config& c, int max_tokens) {
 }
 
 void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n, int pos0,
-             float* logits) {
+             std::span<const int32_t> out_rows, float* logits) {
     const size_t nt = static_cast<size_t>(n);
     const size_t d = static_cast<size_t>(c.n_embd);
     const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
@@ -69,12 +69,13 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
         ops.add(x, xb);
     }
 
-    // Logits of the last token only.
-    Buf last = s.x.at((nt - 1) * d, d);
-    Buf last_normed = s.xb.at(0, d);
-    ops.rms_norm(last, 1, c.n_embd, Weight::of(plan.output_norm), eps, last_normed);
-    ops.matmul(Weight::of(plan.output), last_normed, 1, s.logits);
-    ops.read(s.logits, logits);
+    // Logits of the rows asked for.
+    Buf normed = s.xb.at(0, d);
+    for (size_t i = 0; i < out_rows.size(); ++i) {
+        ops.rms_norm(s.x.at(static_cast<size_t>(out_rows[i]) * d, d), 1, c.n_embd, Weight::of(plan.output_norm), eps, normed);
+        ops.matmul(Weight::of(plan.output), normed, 1, s.logits);
+        ops.read(s.logits, logits + i * static_cast<size_t>(c.n_vocab));
+    }
 }
 
 }  // namespace minfer::engine

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 
 #include "engine/ops.h"
 #include "model/config.h"
@@ -24,9 +25,10 @@ struct Scratch {
 
 Scratch make_scratch(Ops& ops, const model::Config& c, int max_tokens);
 
-// Runs n tokens (n <= scratch.max_tokens) at positions pos0 .. pos0+n-1 through the model, writing the
-// KV cache, and copies the logits of the last token to `logits` (n_vocab floats, host memory).
+// Runs n tokens (n <= scratch.max_tokens) of one sequence at positions pos0 .. pos0+n-1 through the
+// model, writing the KV cache, and copies the logits of the tokens `out_rows` (indices below n) to
+// `logits` ([out_rows.size()][n_vocab] floats, host memory).
 void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n, int pos0,
-             float* logits);
+             std::span<const int32_t> out_rows, float* logits);
 
 }  // namespace minfer::engine

@@ -37,6 +37,9 @@ constexpr Def kTable[] = {
      "f16 prefill GEMM (CUDA): own tensor-core kernel, or cuBLAS loaded at run time; auto takes cuBLAS when it loads."},
     {Id::log_level, "log_level", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_RUNTIME, "info", 0, 0,
      "off|error|warn|info|debug", "Most verbose level passed to the log callback."},
+    {Id::cuda_graph, "cuda_graph", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_RUNTIME, "true", 0, 0, "",
+     "Decode steps replay a CUDA graph captured once per context (CUDA; read when a context is created); false "
+     "launches every kernel each step (the same tokens, more CPU time per token)."},
 };
 static_assert(sizeof kTable / sizeof kTable[0] == kCount, "one table row per option id");
 

@@ -201,9 +201,10 @@ void histogram(size_t n, Logit logit, Weight weight, float best, Bucketer bucket
     for (int b = 0; b < kBuckets; ++b) mass[b] = (part[0][b] + part[1][b]) + (part[2][b] + part[3][b]);
 }
 
-// Highest logit, lowest id among equal ones; NaN never wins; -1 when nothing beats -inf.
+}  // namespace
+
 // Eight lanes, each keeping its first maximum and where it was; then the best lane, lowest id on ties.
-int32_t argmax(const std::vector<float>& v) {
+int32_t argmax(std::span<const float> v) {
     const size_t n = v.size();
     const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
     const I4 step = {8, 8, 8, 8};
@@ -236,6 +237,8 @@ int32_t argmax(const std::vector<float>& v) {
     for (; i < n; ++i) consider(v[i], static_cast<int32_t>(i));  // later ids: equal values never win
     return best > -kInf ? best_id : -1;
 }
+
+namespace {
 
 [[noreturn]] void every_token_banned(size_t n) {
     fail(MINFER_ERR_INVALID_ARGUMENT,
@@ -301,6 +304,12 @@ void Sampler::set_bias(int32_t token, float bias) {
 }
 
 void Sampler::clear_bias() { bias_.clear(); }
+
+bool Sampler::greedy_only() const {
+    const minfer_sampler_params& P = params_;
+    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    return !(P.temperature > 0.0f) && !(any_penalty && P.penalty_last_n != 0) && bias_.empty();
+}
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
     Generator gen = rng_;

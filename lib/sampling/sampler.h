@@ -17,6 +17,10 @@ namespace minfer::sampling {
 // penalty_last_n 64, seed 42.
 minfer_sampler_params default_params();
 
+// The greedy choice: the highest logit, the lowest id among equal ones; NaN never wins; -1 when every
+// logit is -INFINITY or NaN.
+int32_t argmax(std::span<const float> logits);
+
 class Sampler {
 public:
     Sampler();  // greedy (temperature 0), no penalties, seed 42
@@ -30,6 +34,8 @@ public:
     // The state of the generator (xoshiro256**).
     using Generator = std::array<uint64_t, 4>;
     const Generator& generator() const { return rng_; }
+    // True when sample() is argmax(logits) whatever the history: temperature <= 0, no penalty, no bias.
+    bool greedy_only() const;
     void set_generator(const Generator& g) { rng_ = g; }
 
     // Picks a token from `logits` (n_vocab floats, not modified) given the context's token history

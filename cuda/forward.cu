@@ -1,0 +1,349 @@
+// The CUDA backend's forward pass (engine::Runner): its own layer loop over the kernels of cuda/.
+//
+// A call runs each run of one sequence slot's consecutive positions in chunks of up to max_tokens_
+// tokens. Per layer and chunk: RMSNorm; q, k, v projections; qkv_finish (bias, q/k norm, RoPE and the
+// f16 KV store in one kernel); attention; the output projection; RMSNorm; gate and up projections;
+// SwiGLU; the down projection. A single-token chunk (decode) adds the two projections into the residual
+// stream in the mat-vec's epilogue (no add kernel): 11 to 12 launches per layer instead of 20 (the op-by-op
+// path of engine/forward.cpp over cuda/backend.cu's Ops). The rows asked for get the final RMSNorm,
+// the output projection and the argmax on the GPU; the host receives 8 bytes per row and copies logits
+// only when asked.
+//
+// A decode step (one token of a one-slot runner) reads its token and position from device memory, which
+// one 8-byte copy from pinned host memory fills first; so the whole step is the same sequence of
+// operations for every position, and it is captured once as a CUDA graph and replayed per token (the
+// attention kernels find their key split on the device). The first step runs eagerly (launchers
+// initialize kernel attributes once, which a capture must not see); cuda_graph=false keeps every step
+// eager: the same kernels with the same arguments, so the same tokens.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "cuda/common.cuh"
+#include "cuda/kernels.cuh"
+#include "cuda/model.cuh"
+#include "engine/ops.h"
+#include "engine/testing.h"
+
+namespace minfer::device {
+namespace {
+
+using cuda::check;
+using cuda::DeviceMemory;
+
+// Page-locked host memory (the staging of every copy between host and device).
+class Pinned {
+public:
+    explicit Pinned(size_t bytes) { check(cudaMallocHost(&p_, bytes), "pinned host memory"); }
+    ~Pinned() {
+        if (p_) cudaFreeHost(p_);
+    }
+    Pinned(const Pinned&) = delete;
+    Pinned& operator=(const Pinned&) = delete;
+    template <typename T>
+    T* as() const { return static_cast<T*>(p_); }
+
+private:
+    void* p_ = nullptr;
+};
+
+// A matmul weight as the loop uses it.
+struct Mat {
+    quant::Type type = quant::Type::F32;
+    const void* w = nullptr;
+    int64_t rows = 0, cols = 0;
+    const char* name = "";
+};
+
+struct LayerDev {
+    const float *attn_norm = nullptr, *ffn_norm = nullptr;
+    const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr;
+    Mat wq, wk, wv, wo, gate, up, down;
+};
+
+// The CUDA runner reserves scratch for this many tokens per chunk (or n_ctx, when smaller): a larger
+// chunk spreads the per-call weight dequantization of the two-pass path over more tokens.
+constexpr int kMaxChunk = 2048;
+
+class CudaRunner final : public engine::Runner {
+public:
+    CudaRunner(std::shared_ptr<CudaModel> model, const model::Config& c, const model::Plan& plan, const engine::RunnerShape& shape,
+               bool graphs)
+        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs && shape.n_seq == 1) {
+        m_->check_healthy();
+        check(cudaSetDevice(0), "cudaSetDevice");
+        max_tokens_ = std::min(kMaxChunk, shape.n_ctx);
+        kv_dim_ = int64_t{c.n_head_kv} * c.head_dim;
+        q_dim_ = int64_t{c.n_head} * c.head_dim;
+        slot_elems_ = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(kv_dim_);
+        const uint64_t kv_elems = slot_elems_ * static_cast<uint64_t>(shape.n_seq);
+        k_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (keys)");
+        v_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (values)");
+
+        const uint64_t nt = static_cast<uint64_t>(max_tokens_);
+        auto f32 = [&](uint64_t n, const char* what) { return DeviceMemory(n * sizeof(float), &m_->scratch_bytes, what); };
+        x_ = f32(nt * c.n_embd, "residual stream");
+        xb_ = f32(nt * c.n_embd, "normed activations");
+        q_ = f32(nt * q_dim_, "queries");
+        k_ = f32(nt * kv_dim_, "keys");
+        v_ = f32(nt * kv_dim_, "values");
+        att_ = f32(nt * q_dim_, "attention output");
+        gate_ = f32(nt * c.n_ff, "gate");
+        up_ = f32(nt * c.n_ff, "up");
+        logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
+        partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim)), "attention scratch");
+        tokens_ = DeviceMemory(nt * sizeof(int32_t), &m_->scratch_bytes, "token scratch");
+        io_ = DeviceMemory(2 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
+        keys_ = DeviceMemory(static_cast<uint64_t>(shape.max_out) * sizeof(unsigned long long), &m_->scratch_bytes, "argmax keys");
+        const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
+        inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
+        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        io_host_ = std::make_unique<Pinned>(2 * sizeof(int32_t));
+        keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
+        logits_host_ = std::make_unique<Pinned>(static_cast<size_t>(c.n_vocab) * sizeof(float));
+        gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
+
+        auto vec = [&](const gguf::TensorInfo* t) { return t ? static_cast<const float*>(m_->device_of(engine::Weight::of(t))) : nullptr; };
+        auto mat = [&](const gguf::TensorInfo* t) {
+            const engine::Weight w = engine::Weight::of(t);
+            return Mat{w.type, m_->device_of(w), w.rows, w.cols, t->name.c_str()};
+        };
+        const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
+        for (const model::Layer& L : plan.layers) {
+            LayerDev d;
+            d.attn_norm = vec(L.attn_norm);
+            d.ffn_norm = vec(L.ffn_norm);
+            if (c.qkv_bias) {
+                d.bq = no_qk_bias ? nullptr : vec(L.bq);
+                d.bk = no_qk_bias ? nullptr : vec(L.bk);
+                d.bv = vec(L.bv);
+            }
+            if (c.qk_norm) {
+                d.q_norm = vec(L.q_norm);
+                d.k_norm = vec(L.k_norm);
+            }
+            d.wq = mat(L.wq), d.wk = mat(L.wk), d.wv = mat(L.wv), d.wo = mat(L.wo);
+            d.gate = mat(L.w_gate), d.up = mat(L.w_up), d.down = mat(L.w_down);
+            layers_.push_back(d);
+        }
+        tok_embd_ = mat(plan.tok_embd);
+        output_ = mat(plan.output);
+        output_norm_ = vec(plan.output_norm);
+    }
+
+    ~CudaRunner() override {
+        if (stream_.get()) cudaStreamSynchronize(stream_.get());  // no kernel may outlive the buffers it uses
+        if (graph_) cudaGraphExecDestroy(graph_);
+    }
+
+    void forward(const engine::Batch& b) override {
+        const size_t n = b.tokens.size();
+        if (b.pos.size() != n || b.seq.size() != n || b.out_rows.size() > static_cast<size_t>(shape_.max_out))
+            fail(MINFER_ERR_INTERNAL, "forward: a batch of %zu tokens with %zu positions, %zu slots and %zu output rows", n,
+                 b.pos.size(), b.seq.size(), b.out_rows.size());
+        for (size_t i = 0; i < n; ++i)
+            if (b.seq[i] < 0 || b.seq[i] >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= shape_.n_ctx)
+                fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d", i, b.seq[i], b.pos[i]);
+        m_->check_healthy();
+        try {
+            check(cudaSetDevice(0), "cudaSetDevice");
+            if (n == 1 && shape_.n_seq == 1 && b.out_rows.size() == 1) {
+                decode_step(b.tokens[0], b.pos[0]);
+            } else {
+                size_t out = 0;
+                for (size_t i = 0; i < n;) {
+                    size_t j = i + 1;
+                    while (j < n && j - i < static_cast<size_t>(max_tokens_) && b.seq[j] == b.seq[i] && b.pos[j] == b.pos[j - 1] + 1) ++j;
+                    rows_.clear();
+                    for (size_t k = out; k < b.out_rows.size() && static_cast<size_t>(b.out_rows[k]) < j; ++k)
+                        rows_.push_back(static_cast<int32_t>(b.out_rows[k] - static_cast<int32_t>(i)));
+                    check(cudaMemcpyAsync(tokens_.as<void>(), b.tokens.data() + i, (j - i) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+                          "token upload");
+                    run_chunk(b.seq[i], tokens_.as<int32_t>(), static_cast<int>(j - i), b.pos[i], nullptr, rows_, out);
+                    out += rows_.size();
+                    i = j;
+                }
+                finish(out);
+            }
+        } catch (const Error& e) {
+            if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
+            throw;
+        }
+    }
+
+    int32_t argmax(size_t i) override {
+        check_row(i);
+        return cuda::argmax_token(keys_host_->as<unsigned long long>()[i]);
+    }
+
+    std::span<const float> logits(size_t i) override {
+        check_row(i);
+        const size_t nv = static_cast<size_t>(c_.n_vocab);
+        if (host_row_ != static_cast<int64_t>(i)) {
+            m_->check_healthy();
+            try {
+                check(cudaMemcpyAsync(logits_host_->as<float>(), logits_.as<float>() + i * nv, nv * sizeof(float), cudaMemcpyDeviceToHost, s()),
+                      "logits read back");
+                stream_.sync("logits read back");
+            } catch (const Error& e) {
+                if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
+                throw;
+            }
+            host_row_ = static_cast<int64_t>(i);
+        }
+        return std::span<const float>(logits_host_->as<float>(), nv);
+    }
+
+private:
+    cudaStream_t s() const { return stream_.get(); }
+
+    void check_row(size_t i) const {
+        if (i >= n_out_) fail(MINFER_ERR_INTERNAL, "forward output %zu: the last call had %zu", i, n_out_);
+    }
+
+    // One token of slot 0 at position pos: the graph (or the same operations eagerly).
+    void decode_step(int32_t token, int32_t pos) {
+        int32_t* io = io_host_->as<int32_t>();
+        io[0] = token;
+        io[1] = pos;
+        if (!graphs_ || steps_ == 0) {
+            enqueue_step();
+        } else {
+            if (!graph_) capture();
+            check(cudaGraphLaunch(graph_, s()), "decode step (graph launch)");
+        }
+        ++steps_;
+        stream_.sync("decode step");
+        n_out_ = 1;
+        host_row_ = -1;
+    }
+
+    // The decode step's operations, reading the token and position that io_host_ holds at execution.
+    void enqueue_step() {
+        check(cudaMemcpyAsync(io_.as<void>(), io_host_->as<void>(), 2 * sizeof(int32_t), cudaMemcpyHostToDevice, s()), "decode step input");
+        static const int32_t kLast = 0;
+        run_chunk(0, io_.as<int32_t>(), 1, 0, io_.as<int32_t>() + 1, std::span<const int32_t>(&kLast, 1), 0);
+        cuda::argmax_keys(logits_.as<float>(), 1, c_.n_vocab, keys_.as<unsigned long long>(), s());
+        check(cudaMemcpyAsync(keys_host_->as<void>(), keys_.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, s()),
+              "argmax read back");
+    }
+
+    void capture() {
+        cudaGraph_t g = nullptr;
+        check(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal), "graph capture");
+        try {
+            enqueue_step();
+        } catch (...) {
+            cudaStreamEndCapture(s(), &g);  // leaves the stream usable; the partial graph is dropped
+            if (g) cudaGraphDestroy(g);
+            throw;
+        }
+        check(cudaStreamEndCapture(s(), &g), "graph capture");
+        const cudaError_t err = cudaGraphInstantiate(&graph_, g, 0);
+        cudaGraphDestroy(g);
+        if (err != cudaSuccess) graph_ = nullptr;
+        check(err, "graph instantiate");
+    }
+
+    // The argmax of every output row, and the keys brought back.
+    void finish(size_t n_out) {
+        if (n_out > 0) {
+            cuda::argmax_keys(logits_.as<float>(), static_cast<int>(n_out), c_.n_vocab, keys_.as<unsigned long long>(), s());
+            check(cudaMemcpyAsync(keys_host_->as<void>(), keys_.as<void>(), n_out * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s()),
+                  "argmax read back");
+        }
+        stream_.sync("forward pass");
+        n_out_ = n_out;
+        host_row_ = -1;
+    }
+
+    // n tokens (device ids) of `slot` at positions pos0 + t (pos_dev: *pos_dev + t, read on the device);
+    // logits of chunk rows `rows` go to output rows out0 ...
+    void run_chunk(int slot, const int32_t* tokens, int n, int pos0, const int32_t* pos_dev, std::span<const int32_t> rows, size_t out0) {
+        const model::Config& c = c_;
+        const float eps = static_cast<float>(c.rms_norm_eps);
+        float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>();
+        float *att = att_.as<float>(), *gate = gate_.as<float>(), *up = up_.as<float>();
+        const bool single = n == 1;
+        auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate_single) {
+            if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate_single);
+            else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name);
+        };
+        cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
+        const int64_t nd = int64_t{n} * c.n_embd;
+        for (int il = 0; il < c.n_layer; ++il) {
+            const LayerDev& L = layers_[static_cast<size_t>(il)];
+            const uint64_t at = static_cast<uint64_t>(slot) * slot_elems_ + static_cast<uint64_t>(il) * shape_.n_ctx * kv_dim_;
+            __half* kc = k_cache_.as<__half>() + at;
+            __half* vc = v_cache_.as<__half>() + at;
+
+            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s());
+            matmul(L.wq, xb, q, false);
+            matmul(L.wk, xb, k, false);
+            matmul(L.wv, xb, v, false);
+            cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
+                             inv_freq_.as<double>(), pos0, pos_dev, kc, vc, s());
+            cuda::attention(q, kc, vc, att, n, pos0, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), pos_dev);
+            if (single) {
+                matmul(L.wo, att, x, true);  // x += Wo att
+            } else {
+                matmul(L.wo, att, xb, false);
+                cuda::add(x, xb, nd, s());
+            }
+
+            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s());
+            matmul(L.gate, xb, gate, false);
+            matmul(L.up, xb, up, false);
+            cuda::swiglu(gate, up, int64_t{n} * c.n_ff, s());
+            if (single) {
+                matmul(L.down, gate, x, true);  // x += W_down h
+            } else {
+                matmul(L.down, gate, xb, false);
+                cuda::add(x, xb, nd, s());
+            }
+        }
+        for (size_t i = 0; i < rows.size(); ++i) {
+            cuda::rms_norm(x + int64_t{rows[i]} * c.n_embd, 1, c.n_embd, output_norm_, eps, xb, s());
+            cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb, logits_.as<float>() + (out0 + i) * c.n_vocab, s());
+        }
+    }
+
+    std::shared_ptr<CudaModel> m_;
+    model::Config c_;
+    engine::RunnerShape shape_;
+    bool graphs_;
+    int max_tokens_ = 0;
+    int64_t kv_dim_ = 0, q_dim_ = 0;
+    uint64_t slot_elems_ = 0;  // KV elements of one slot: [n_layer][n_ctx][kv_dim]
+    cuda::Stream stream_;
+    DeviceMemory k_cache_, v_cache_;  // [n_seq][n_layer][n_ctx][n_head_kv * head_dim] f16
+    DeviceMemory x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, partial_;
+    DeviceMemory tokens_;  // [max_tokens] token ids of a chunk
+    DeviceMemory io_;      // the decode step's token and position
+    DeviceMemory keys_;    // [max_out] argmax keys
+    DeviceMemory inv_freq_;
+    std::unique_ptr<Pinned> io_host_, keys_host_, logits_host_;
+    std::unique_ptr<cuda::PrefillGemm> gemm_;
+    std::vector<LayerDev> layers_;
+    Mat tok_embd_, output_;
+    const float* output_norm_ = nullptr;
+    std::vector<int32_t> rows_;
+    cudaGraphExec_t graph_ = nullptr;
+    int64_t steps_ = 0;
+    size_t n_out_ = 0;
+    int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
+                                                 const model::Plan& plan, const engine::RunnerShape& shape,
+                                                 const options::Values& opts) {
+    return std::make_unique<CudaRunner>(std::move(model), config, plan, shape, opts.get(options::Id::cuda_graph) != 0);
+}
+
+}  // namespace minfer::device

@@ -1,0 +1,163 @@
+// The CUDA backend's device state, shared by cuda/backend.cu (loading, the op-level interface) and
+// cuda/forward.cu (the forward pass): RAII device memory charged to a VRAM account, a stream, and the
+// model on the device (weights by tensor, the f16 weight cache, the prefill path, poisoning).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "cuda/common.cuh"
+#include "device/cuda_backend.h"
+#include "model/config.h"
+#include "quant/types.h"
+
+namespace minfer::cuda {
+
+// Device memory charged to one VRAM account while it lives.
+class DeviceMemory {
+public:
+    DeviceMemory() = default;
+    DeviceMemory(uint64_t bytes, std::atomic<uint64_t>* account, const char* what) : account_(account) {
+        if (bytes == 0) return;
+        void* p = nullptr;
+        const cudaError_t err = cudaMalloc(&p, bytes);
+        if (err == cudaErrorMemoryAllocation) {
+            size_t free_b = 0, total_b = 0;
+            cudaMemGetInfo(&free_b, &total_b);
+            cudaGetLastError();  // the failed allocation's error is not sticky
+            fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cannot allocate %s of GPU memory (%s free of %s)", what, device::mib(bytes).c_str(),
+                 device::mib(free_b).c_str(), device::mib(total_b).c_str());
+        }
+        check(err, what);
+        ptr_ = p;
+        bytes_ = bytes;
+        if (account_) account_->fetch_add(bytes_);
+    }
+    DeviceMemory(DeviceMemory&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_), account_(o.account_) { o.ptr_ = nullptr; }
+    DeviceMemory& operator=(DeviceMemory&& o) noexcept {
+        if (this != &o) {
+            release();
+            ptr_ = o.ptr_;
+            bytes_ = o.bytes_;
+            account_ = o.account_;
+            o.ptr_ = nullptr;
+        }
+        return *this;
+    }
+    DeviceMemory(const DeviceMemory&) = delete;
+    DeviceMemory& operator=(const DeviceMemory&) = delete;
+    ~DeviceMemory() { release(); }
+
+    template <typename T>
+    T* as() const { return static_cast<T*>(ptr_); }
+    // Hands the allocation to the caller, who frees it with cudaFree (and settles the account).
+    void* take() {
+        void* p = ptr_;
+        ptr_ = nullptr;
+        return p;
+    }
+    uint64_t bytes() const { return bytes_; }
+
+private:
+    void release() {
+        if (!ptr_) return;
+        cudaFree(ptr_);  // an error here (a poisoned context) cannot be acted on; the memory is gone either way
+        if (account_) account_->fetch_sub(bytes_);
+        ptr_ = nullptr;
+    }
+    void* ptr_ = nullptr;
+    uint64_t bytes_ = 0;
+    std::atomic<uint64_t>* account_ = nullptr;
+};
+
+class Stream {
+public:
+    Stream() { check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    ~Stream() {
+        if (s_) cudaStreamDestroy(s_);
+    }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    cudaStream_t get() const { return s_; }
+    void sync(const char* what) const { check(cudaStreamSynchronize(s_), what); }
+
+private:
+    cudaStream_t s_ = nullptr;
+};
+
+}  // namespace minfer::cuda
+
+namespace minfer::device {
+
+class CudaModel {
+public:
+    WeightRegistry registry;
+    std::unordered_map<const gguf::TensorInfo*, WeightKey> by_tensor;
+    std::atomic<uint64_t> kv_bytes{0}, scratch_bytes{0}, w16_bytes{0};
+    PrefillPath path = PrefillPath::two_pass;
+    bool use_cublas = false;
+    double warm_ms = 0.0;
+    // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
+    // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only.
+    std::unordered_map<WeightKey, cuda::DeviceMemory> w16;
+
+    const __half* w16_of(WeightKey key) const {
+        auto it = w16.find(key);
+        return it == w16.end() ? nullptr : it->second.as<__half>();
+    }
+
+    WeightKey device_of(const engine::Weight& w) const {
+        auto it = by_tensor.find(w.info);
+        if (it == by_tensor.end())
+            fail(MINFER_ERR_INTERNAL, "CUDA: tensor %s was not uploaded", w.info ? w.info->name.c_str() : "(none)");
+        return it->second;
+    }
+    void poison(const std::string& message) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (poison_.empty()) poison_ = message;
+    }
+    void check_healthy() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!poison_.empty())
+            fail(MINFER_ERR_DEVICE, "the GPU reported an error earlier and this model can no longer be used: %s", poison_.c_str());
+    }
+
+private:
+    mutable std::mutex mutex_;
+    std::string poison_;
+};
+
+}  // namespace minfer::device
+
+namespace minfer::cuda {
+
+class Cublas;
+
+// The matmul of n > 1 tokens on one stream, by the model's prefill path: the input converted to f16,
+// the weight from the f16 cache, dequantized into a scratch (two-pass) or in the GEMM's tiles (fused),
+// then the own GEMM or cuBLAS. Owns the scratch of up to max_tokens tokens (none for max_tokens <= 1).
+class PrefillGemm {
+public:
+    PrefillGemm(device::CudaModel& m, const model::Config& c, int max_tokens, cudaStream_t stream);
+    ~PrefillGemm();
+    PrefillGemm(const PrefillGemm&) = delete;
+    PrefillGemm& operator=(const PrefillGemm&) = delete;
+    // out[t][r] = dot(W row r, x[t]) for t < n; `name` names the weight in errors.
+    void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name);
+
+private:
+    device::CudaModel& m_;
+    cudaStream_t stream_;
+    DeviceMemory a16_;  // f16 copy of the input
+    DeviceMemory w16_;  // f16 dequantized weight (the two-pass path)
+    std::unique_ptr<Cublas> cublas_;  // bound to the stream; null with the own GEMM
+};
+
+}  // namespace minfer::cuda

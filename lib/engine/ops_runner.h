@@ -1,0 +1,21 @@
+// A Runner over engine::Ops: the plain forward of engine/forward.cpp, one Ops (its KV cache) per
+// sequence slot. The CPU backend's runner; tests also run it over the CUDA backend's Ops, op by op, as a
+// second path to compare the CUDA backend's own loop against.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "engine/forward.h"
+#include "engine/ops.h"
+#include "engine/runner.h"
+
+namespace minfer::engine {
+
+// make_ops(n_ctx) makes the Ops of one slot; `threads` is read before each call (the `threads` option,
+// passed to Ops::begin); max_tokens bounds the tokens per Ops call (a longer run of one slot is cut).
+std::unique_ptr<Runner> make_ops_runner(const model::Config& config, const model::Plan& plan, const RunnerShape& shape,
+                                        int max_tokens, const std::function<std::unique_ptr<Ops>(int n_ctx)>& make_ops,
+                                        std::function<int64_t()> threads);
+
+}  // namespace minfer::engine

@@ -1,0 +1,51 @@
+// The backend seam: a forward pass over a batch of tokens. Each backend owns its layer loop: the CPU
+// backend runs the plain forward of engine/forward.cpp over engine::Ops (the reference, readable top to
+// bottom like the model's math); the CUDA backend runs its own loop in cuda/forward.cu (fused kernels, a
+// CUDA graph per decode step, the greedy choice made on the GPU).
+//
+// A Runner holds the KV memory of `n_seq` sequence slots of n_ctx positions each, plus the scratch of
+// one forward call; a context is a runner with one slot and its own sampler. A batch lists tokens with
+// their slot and position, so several sequences can share one call (continuous batching builds on this).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "model/config.h"
+#include "options/options.h"
+
+namespace minfer::engine {
+
+struct Batch {
+    std::span<const int32_t> tokens;
+    std::span<const int32_t> pos;       // each token's position in its sequence, < n_ctx
+    std::span<const int32_t> seq;       // each token's sequence slot, < n_seq
+    std::span<const int32_t> out_rows;  // the batch rows whose logits are wanted, ascending, at most max_out
+};
+
+class Runner {
+public:
+    virtual ~Runner() = default;
+
+    // Runs the batch: each token attends to the positions 0 .. pos of its slot (the earlier ones written
+    // by earlier calls or earlier in this batch) and writes its K/V at (slot, pos). Throws Error. On
+    // success the outputs of `out_rows` replace the previous ones; when the call fails they are left as
+    // they were (a device fault poisons the CUDA model instead: no later call succeeds).
+    virtual void forward(const Batch& batch) = 0;
+
+    // Output row i of the last successful forward (i < out_rows.size()):
+    // the greedy token: the highest logit, the lowest id among equal ones, NaN never chosen; -1 when every
+    // logit is -INFINITY or NaN. On the GPU it is chosen there: the logits stay on the device.
+    virtual int32_t argmax(size_t i) = 0;
+    // its n_vocab logits, in host memory owned by the runner and valid until the next call on it.
+    virtual std::span<const float> logits(size_t i) = 0;
+};
+
+struct RunnerShape {
+    int n_ctx = 0;    // positions per sequence slot
+    int n_seq = 1;    // sequence slots
+    int max_out = 1;  // output rows per forward call
+};
+
+}  // namespace minfer::engine
