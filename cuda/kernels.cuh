@@ -26,6 +26,10 @@ void embed_rows(quant::Type t, const void* table, int64_t cols, const int32_t* t
 // With accumulate, y[r] += the product (each row is written by one thread: a residual add for free).
 void matvec(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
             bool accumulate = false);
+// n (1 to 3) mat-vecs of one type and width on the same x, y[i] = W_i x (q, k, v; gate, up): one launch
+// of the tensor-core family when every W_i but the last has a multiple of 16 rows, else one per matrix.
+void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
+                  cudaStream_t stream, bool accumulate = false);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

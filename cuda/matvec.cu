@@ -105,12 +105,12 @@ int sm_count() {
 }
 
 template <Type T>
-void launch_mma(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
+void launch_mma(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
+    const int64_t rows = seg.end[seg.n - 1];
     const int per_sm = mma_blocks_per_sm<T>();
     const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
     matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
-        static_cast<const uint8_t*>(w), x, y, rows, static_cast<int>(cols), row_bytes_of<T>(cols),
-        (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
+        seg, x, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
 }
 
 template <Type T>
@@ -122,20 +122,50 @@ void launch_plain(const void* w, int64_t rows, int64_t cols, const float* x, flo
 
 }  // namespace
 
-void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
-    if (rows <= 0 || cols <= 0) return;
-    if (reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % 8 != 0)
-        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights and x must be 16-byte aligned and rows a multiple of 8 long");
+void matvec_multi(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
+                  cudaStream_t stream, bool accumulate) {
+    if (n < 1 || n > 3) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %d matrices in one launch", n);
+    if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % 8 != 0)
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
+    for (int i = 0; i < n; ++i)
+        if (reinterpret_cast<uintptr_t>(w[i]) % 16 != 0) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights must be 16-byte aligned");
     const bool known = dispatch_type(t, [&](auto tag) {
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
             fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
-        if constexpr (kMmaFamily<T>) launch_mma<T>(w, rows, cols, x, y, stream, accumulate);
-        else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16) launch_plain<T>(w, rows, cols, x, y, stream, accumulate);
-        else launch_ref<T>(w, rows, cols, x, y, stream, accumulate);
+        bool joint = true;  // one launch when every segment but the last is whole tiles
+        for (int i = 0; i + 1 < n; ++i) joint = joint && rows[i] % kTileRows == 0;
+        if constexpr (kMmaFamily<T>) {
+            if (joint) {
+                Segments seg;
+                int64_t end = 0;
+                for (int i = 0; i < n; ++i) {
+                    seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
+                    seg.y[seg.n] = y[i];
+                    end += rows[i];
+                    seg.end[seg.n++] = end;
+                }
+                for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
+                if (end > 0) launch_mma<T>(seg, cols, x, stream, accumulate);
+                return;
+            }
+        }
+        for (int i = 0; i < n; ++i) {
+            if (rows[i] <= 0) continue;
+            if constexpr (kMmaFamily<T>)
+                launch_mma<T>(one_segment(static_cast<const uint8_t*>(w[i]), y[i], rows[i]), cols, x, stream, accumulate);
+            else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16)
+                launch_plain<T>(w[i], rows[i], cols, x, y[i], stream, accumulate);
+            else launch_ref<T>(w[i], rows[i], cols, x, y[i], stream, accumulate);
+        }
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec");
+}
+
+void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
+    if (rows <= 0 || cols <= 0) return;
+    matvec_multi(t, 1, &w, &rows, cols, x, &y, stream, accumulate);
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

@@ -619,10 +619,31 @@ __device__ __forceinline__ void copy_span(std::integer_sequence<int, J...>, uint
     (copy_chunk<J>(dst, src, 2 * J + half, nch, rem), ...);
 }
 
+// Up to three matrices of one type and width, multiplied by the same x in one launch (q, k and v; gate
+// and up): global row r belongs to segment i when end[i-1] <= r < end[i] (end[-1] = 0), its bytes start
+// at w[i] + (r - end[i-1]) * row_bytes and its result goes to y[i][r - end[i-1]]. Every end but the
+// last is a multiple of the 16-row tile, so each tile lies in one segment.
+struct Segments {
+    const uint8_t* w[3] = {nullptr, nullptr, nullptr};
+    float* y[3] = {nullptr, nullptr, nullptr};
+    int64_t end[3] = {0, 0, 0};
+    int n = 0;
+};
+__host__ __device__ inline Segments one_segment(const uint8_t* w, float* y, int64_t rows) {
+    Segments s;
+    s.w[0] = w;
+    s.y[0] = y;
+    s.end[0] = s.end[1] = s.end[2] = rows;
+    s.n = 1;
+    return s;
+}
+__device__ __forceinline__ int segment_of(const Segments& s, int64_t r) { return r < s.end[0] ? 0 : r < s.end[1] ? 1 : 2; }
+__device__ __forceinline__ int64_t segment_start(const Segments& s, int i) { return i == 0 ? 0 : s.end[i - 1]; }
+
 template <Type T>
-__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
-                                                                 float* __restrict__ y, int64_t rows, int cols,
+__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments seg, const float* __restrict__ x, int cols,
                                                                  int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
+    const int64_t rows = seg.end[seg.n - 1];
     constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes(KTB);
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -645,7 +666,6 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* 
     // item (empty past the warp's items), so waiting for all but the newest kStages - 1 groups means
     // waiting for the item about to be decoded.
     const int rr = lane & 15, half = lane >> 4;
-    const int64_t total = rows * row_bytes;
     int ic = i0, ic_kt = 0, ic_tl = 0;
     if (i0 < i1) {
         ic_kt = i0 / k;
@@ -655,7 +675,10 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* 
         if (ic < i1) {
             const int64_t r = (tb0 + ic_tl) * kTileRows + rr;
             if (r < rows) {
-                const int64_t kb = static_cast<int64_t>(ic_kt) * KTB, src = r * row_bytes + kb;
+                const int si = segment_of(seg, r);
+                const int64_t r0 = segment_start(seg, si), total = (seg.end[si] - r0) * row_bytes;  // the segment's bytes
+                const uint8_t* w = seg.w[si];
+                const int64_t kb = static_cast<int64_t>(ic_kt) * KTB, src = (r - r0) * row_bytes + kb;
                 int n = KTB;
                 if constexpr (kPartialTiles) n = static_cast<int>(min(static_cast<int64_t>(KTB), row_bytes - kb));
                 const int off = static_cast<int>(src & 15);
@@ -745,7 +768,9 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const uint8_t* 
             float sum = 0.0f;
 #pragma unroll
             for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows + i];
-            y[r] = accumulate ? y[r] + sum : sum;
+            const int si = segment_of(seg, r);
+            float* y = seg.y[si] + (r - segment_start(seg, si));
+            *y = accumulate ? *y + sum : sum;
         }
     }
 }

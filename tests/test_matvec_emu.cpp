@@ -143,10 +143,42 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
-        mv::matvec_mma_kernel<T>(w.data(), x.data(), y.data(), rows, static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
+        mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), static_cast<int>(cols), row_bytes, tiles, g.maxk,
+                                 false);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
+    return y;
+}
+
+// Three matrices of `rows[i]` rows in separate buffers, one launch (q, k, v): each buffer readable alone,
+// each y[i] poisoned and fenced.
+template <Type T>
+std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<uint8_t>>& w, const int64_t (&rows)[3], int64_t cols,
+                                                 const std::vector<float>& x, int64_t resident, const Config& cfg) {
+    std::vector<std::vector<float>> y(3);
+    mv::Segments seg;
+    mv_emu::readable = {{x.data(), x.size() * sizeof(float)}};
+    int64_t end = 0;
+    for (int i = 0; i < 3; ++i) {
+        y[static_cast<size_t>(i)].assign(static_cast<size_t>(rows[i]) + 8, std::nanf(""));
+        for (size_t j = static_cast<size_t>(rows[i]); j < y[static_cast<size_t>(i)].size(); ++j) y[static_cast<size_t>(i)][j] = 12345.0f;
+        mv_emu::readable.push_back({w[static_cast<size_t>(i)].data(), w[static_cast<size_t>(i)].size()});
+        seg.w[i] = w[static_cast<size_t>(i)].data();
+        seg.y[i] = y[static_cast<size_t>(i)].data();
+        end += rows[i];
+        seg.end[i] = end;
+    }
+    seg.n = 3;
+    const mv::MmaGrid g = mv::mma_grid(end, resident);
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
+    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg,
+           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
+    for (int i = 0; i < 3; ++i) {
+        auto& v = y[static_cast<size_t>(i)];
+        REQUIRE_MESSAGE(std::all_of(v.begin() + rows[i], v.end(), [](float f) { return f == 12345.0f; }), "y written past its end");
+        v.resize(static_cast<size_t>(rows[i]));
+    }
     return y;
 }
 
@@ -229,6 +261,35 @@ void check_plain_type() {
 }
 
 }  // namespace
+
+TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three launches and float64") {
+    // Segments of 32 and 16 rows (whole tiles) and a ragged 21; one and two resident CTAs, so CTAs span
+    // segment boundaries.
+    const int64_t rows[3] = {32, 16, 21};
+    uint64_t seed = 4242;
+    for (int64_t resident : {1, 2, 1000}) {
+        for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_0}) {
+            CAPTURE(quant::type_info(t).name);
+            CAPTURE(resident);
+            const int64_t cols = 2 * 256;
+            std::vector<std::vector<uint8_t>> w;
+            for (int i = 0; i < 3; ++i) w.push_back(weights(t, rows[i], cols, true, seed++));
+            const auto x = make_x(cols, 0, seed++);
+            const Config& cfg = kConfigs[static_cast<size_t>(seed % 2)];
+            std::vector<std::vector<float>> y;
+            switch (t) {
+                case Type::Q4_K: y = run_mma_segments<Type::Q4_K>(w, rows, cols, x, resident, cfg); break;
+                case Type::Q6_K: y = run_mma_segments<Type::Q6_K>(w, rows, cols, x, resident, cfg); break;
+                case Type::Q8_0: y = run_mma_segments<Type::Q8_0>(w, rows, cols, x, resident, cfg); break;
+                default: y = run_mma_segments<Type::Q5_0>(w, rows, cols, x, resident, cfg); break;
+            }
+            for (int i = 0; i < 3; ++i) {
+                CAPTURE(i);
+                CHECK(rel_l2(y[static_cast<size_t>(i)], reference(t, w[static_cast<size_t>(i)], rows[i], cols, x)) < 1e-5);
+            }
+        }
+    }
+}
 
 TEST_CASE("emulated mat-vec: the grid shares tiles evenly") {
     for (int64_t rows : {1, 16, 17, 3584, 18944, 152064, 1000000}) {
