@@ -4,9 +4,11 @@
 // tokens. Per layer and chunk: RMSNorm; q, k, v projections; qkv_finish (bias, q/k norm, RoPE and the
 // f16 KV store in one kernel); attention; the output projection; RMSNorm; gate and up projections;
 // SwiGLU; the down projection. A single-token chunk (decode) adds the two projections into the residual
-// stream in the mat-vec's epilogue (no add kernel) and runs q, k, v as one mat-vec launch, gate and up as
-// another, when their weights share a type: 9 to 11 launches per layer instead of 20 (the op-by-op path
-// of engine/forward.cpp over cuda/backend.cu's Ops). The rows asked for get the final RMSNorm,
+// stream in the mat-vec's epilogue (no add kernel), runs q, k, v as one mat-vec launch and gate and up as
+// another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
+// launches per layer for quantized weights (norm, qkv, qkv_finish, attention and its combine, output
+// projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
+// engine/forward.cpp over cuda/backend.cu's Ops. The rows asked for get the final RMSNorm,
 // the output projection and the argmax on the GPU; the host receives 8 bytes per row and copies logits
 // only when asked.
 //
@@ -319,14 +321,11 @@ private:
             cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s());
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
+                cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
             } else {
                 matmul(L.gate, xb, gate, false);
                 matmul(L.up, xb, up, false);
-            }
-            cuda::swiglu(gate, up, int64_t{n} * c.n_ff, s());
-            if (single) {
-                matmul(L.down, gate, x, true);  // x += W_down h
-            } else {
+                cuda::swiglu(gate, up, int64_t{n} * c.n_ff, s());
                 matmul(L.down, gate, xb, false);
                 cuda::add(x, xb, nd, s());
             }

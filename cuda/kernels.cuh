@@ -27,9 +27,15 @@ void embed_rows(quant::Type t, const void* table, int64_t cols, const int32_t* t
 void matvec(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream,
             bool accumulate = false);
 // n (1 to 3) mat-vecs of one type and width on the same x, y[i] = W_i x (q, k, v; gate, up): one launch
-// of the tensor-core family when every W_i but the last has a multiple of 16 rows, else one per matrix.
+// when every W_i but the last ends on the kernel's row granule (16 rows for the quantized types, 1 or 4
+// for f32/f16/bf16), else one per matrix.
 void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
                   cudaStream_t stream, bool accumulate = false);
+// The down projection of SwiGLU: y (+)= W (silu(gate) * up), gate and up of `cols` floats. The quantized
+// types form the product as the kernel loads its input (one launch); the others overwrite gate with it
+// first (the swiglu kernel).
+void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y,
+                   cudaStream_t stream, bool accumulate = false);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

@@ -105,67 +105,93 @@ int sm_count() {
 }
 
 template <Type T>
-void launch_mma(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
+void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
     const int per_sm = mma_blocks_per_sm<T>();
     const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
     matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
-        seg, x, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
+        seg, x, x_up, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
 }
 
 template <Type T>
-void launch_plain(const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
-    const auto* wb = static_cast<const uint8_t*>(w);
-    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(wb, x, y, rows, cols, accumulate);
-    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(wb, x, y, rows, cols, accumulate);
+void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
+    const int64_t rows = seg.end[seg.n - 1];
+    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(seg, x, cols, accumulate);
+    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(seg, x, cols, accumulate);
 }
 
 }  // namespace
 
-void matvec_multi(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
-                  cudaStream_t stream, bool accumulate) {
+namespace {
+
+// x_up (the MMA family only): the input is silu(x) * x_up, formed in the kernel.
+void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, const float* x_up,
+                 float* const* y, cudaStream_t stream, bool accumulate) {
     if (n < 1 || n > 3) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %d matrices in one launch", n);
-    if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || cols % 8 != 0)
+    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up)) % 16 != 0 || cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
     for (int i = 0; i < n; ++i)
         if (reinterpret_cast<uintptr_t>(w[i]) % 16 != 0) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights must be 16-byte aligned");
+    int64_t total = 0;
+    for (int i = 0; i < n; ++i) total += std::max<int64_t>(rows[i], 0);
+    if (total == 0 || cols <= 0) return;
     const bool known = dispatch_type(t, [&](auto tag) {
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
             fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
-        bool joint = true;  // one launch when every segment but the last is whole tiles
-        for (int i = 0; i + 1 < n; ++i) joint = joint && rows[i] % kTileRows == 0;
-        if constexpr (kMmaFamily<T>) {
-            if (joint) {
-                Segments seg;
-                int64_t end = 0;
-                for (int i = 0; i < n; ++i) {
-                    seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
-                    seg.y[seg.n] = y[i];
-                    end += rows[i];
-                    seg.end[seg.n++] = end;
-                }
-                for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
-                if (end > 0) launch_mma<T>(seg, cols, x, stream, accumulate);
-                return;
+        constexpr bool kPlain = T == Type::F32 || T == Type::F16 || T == Type::BF16;
+        // One launch when every segment but the last ends on the kernel's row granule (a tile of 16 rows;
+        // the plain kernel's 1 or 4 rows per CTA).
+        const int64_t granule = kMmaFamily<T> ? kTileRows : total >= 8192 ? 4 : 1;
+        bool joint = kMmaFamily<T> || kPlain;
+        for (int i = 0; i + 1 < n; ++i) joint = joint && rows[i] % granule == 0;
+        auto segments = [&](int i0, int i1) {
+            Segments seg;
+            int64_t end = 0;
+            for (int i = i0; i < i1; ++i) {
+                seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
+                seg.y[seg.n] = y[i];
+                end += std::max<int64_t>(rows[i], 0);
+                seg.end[seg.n++] = end;
             }
-        }
+            for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
+            return seg;
+        };
+        const float* in = x;
+        if (x_up && !kMmaFamily<T>) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: SwiGLU inputs for type %d", static_cast<int>(T));
         for (int i = 0; i < n; ++i) {
-            if (rows[i] <= 0) continue;
-            if constexpr (kMmaFamily<T>)
-                launch_mma<T>(one_segment(static_cast<const uint8_t*>(w[i]), y[i], rows[i]), cols, x, stream, accumulate);
-            else if constexpr (T == Type::F32 || T == Type::F16 || T == Type::BF16)
-                launch_plain<T>(w[i], rows[i], cols, x, y[i], stream, accumulate);
-            else launch_ref<T>(w[i], rows[i], cols, x, y[i], stream, accumulate);
+            const int i1 = joint ? n : i + 1;
+            const Segments seg = segments(i, i1);
+            if (seg.end[seg.n - 1] > 0) {
+                if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, stream, accumulate);
+                else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
+                else launch_ref<T>(w[i], rows[i], cols, in, y[i], stream, accumulate);
+            }
+            i = i1 - 1;
         }
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec");
 }
 
+}  // namespace
+
+void matvec_multi(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
+                  cudaStream_t stream, bool accumulate) {
+    matvec_impl(t, n, w, rows, cols, x, nullptr, y, stream, accumulate);
+}
+
 void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
     if (rows <= 0 || cols <= 0) return;
-    matvec_multi(t, 1, &w, &rows, cols, x, &y, stream, accumulate);
+    matvec_impl(t, 1, &w, &rows, cols, x, nullptr, &y, stream, accumulate);
+}
+
+void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y, cudaStream_t stream,
+                   bool accumulate) {
+    bool fused = false;
+    dispatch_type(t, [&](auto tag) { fused = kMmaFamily<decltype(tag)::value>; });
+    if (!fused) swiglu(gate, up, cols, stream);
+    matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, &y, stream, accumulate);
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

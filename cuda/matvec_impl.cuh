@@ -640,9 +640,14 @@ __host__ __device__ inline Segments one_segment(const uint8_t* w, float* y, int6
 __device__ __forceinline__ int segment_of(const Segments& s, int64_t r) { return r < s.end[0] ? 0 : r < s.end[1] ? 1 : 2; }
 __device__ __forceinline__ int64_t segment_start(const Segments& s, int i) { return i == 0 ? 0 : s.end[i - 1]; }
 
+// x_up: when not null, the input is silu(x) * x_up (SwiGLU, rounded as cuda/kernels.cu's swiglu), formed
+// as x is loaded.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 template <Type T>
-__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments seg, const float* __restrict__ x, int cols,
-                                                                 int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
+__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments seg, const float* __restrict__ x,
+                                                                 const float* __restrict__ x_up, int cols, int64_t row_bytes,
+                                                                 int64_t tiles, int maxk, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
     constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes(KTB);
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
@@ -701,6 +706,11 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
         if (col < cols) {
             xa = __ldg(reinterpret_cast<const float4*>(x + col));
             xb = __ldg(reinterpret_cast<const float4*>(x + col) + 1);
+            if (x_up) {
+                const float4 ua = __ldg(reinterpret_cast<const float4*>(x_up + col)), ub = __ldg(reinterpret_cast<const float4*>(x_up + col) + 1);
+                xa = make_float4(silu_mul(xa.x, ua.x), silu_mul(xa.y, ua.y), silu_mul(xa.z, ua.z), silu_mul(xa.w, ua.w));
+                xb = make_float4(silu_mul(xb.x, ub.x), silu_mul(xb.y, ub.y), silu_mul(xb.z, ub.z), silu_mul(xb.w, ub.w));
+            }
         } else {
             xa = xb = make_float4(0.f, 0.f, 0.f, 0.f);
         }
@@ -820,12 +830,17 @@ __device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
     }
 }
 
+// Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment).
 template <Type T, int R>
-__global__ __launch_bounds__(128) void matvec_plain_kernel(const uint8_t* __restrict__ w, const float* __restrict__ x,
-                                                           float* __restrict__ y, int64_t rows, int64_t cols, bool accumulate) {
+__global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, const float* __restrict__ x, int64_t cols,
+                                                           bool accumulate) {
     constexpr int kElemBytes = T == Type::F32 ? 4 : 2, kPer = 16 / kElemBytes;
     const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
-    const int64_t r0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0);
+    const int64_t r0 = g0 - segment_start(seg, si), rows = seg.end[si] - segment_start(seg, si);
+    const uint8_t* w = seg.w[si];
+    float* y = seg.y[si];
     const uint4* wr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint4*>(w + min(r0 + r, rows - 1) * row_bytes);

@@ -450,6 +450,7 @@ TEST_SUITE("cuda") {
         add_tensor(w, "norm1024", Type::F32, 1, 1024, 1);
         add_tensor(w, "norm128", Type::F32, 1, 128, 2);
         add_tensor(w, "bias", Type::F32, 1, 1024, 3);
+        for (int dim : {3584, 896, 1030}) add_tensor(w, "norm" + std::to_string(dim), Type::F32, 1, dim, 4 + static_cast<uint64_t>(dim));
         Pair p(w, op_config(128), 256, 128);
         const int n = 70;
 
@@ -462,6 +463,28 @@ TEST_SUITE("cuda") {
         p.cpu->rms_norm(xc, n * 8, 128, p.weight("norm128"), 1e-6f, xc);
         p.gpu->rms_norm(xg, n * 8, 128, p.weight("norm128"), 1e-6f, xg);
         CHECK(rel_l2(p.read_gpu(xg), p.read_cpu(xc)) < 1e-6);
+        // The 7B and 0.5B widths (the vectorized kernel, 4 float4 per thread) and one that is not a multiple of
+        // 4 (the plain kernel).
+        for (int dim : {3584, 896, 1030}) {
+            CAPTURE(dim);
+            auto [xc2, xg2] = p.input(normal(static_cast<size_t>(3 * dim), 11 + static_cast<uint64_t>(dim)));
+            auto [oc2, og2] = p.output(static_cast<size_t>(3 * dim));
+            const Weight wt = p.weight("norm" + std::to_string(dim));
+            std::vector<float> wv(static_cast<size_t>(dim));
+            std::memcpy(wv.data(), wt.host, wv.size() * sizeof(float));
+            const std::vector<float> xv = p.read_cpu(xc2);
+            p.gpu->rms_norm(xg2, 3, dim, wt, 1e-6f, og2);
+            const std::vector<float> got = p.read_gpu(og2);
+            std::vector<double> ref(got.size());
+            for (int r = 0; r < 3; ++r) {
+                double ss = 0;
+                for (int i = 0; i < dim; ++i) ss += static_cast<double>(xv[static_cast<size_t>(r * dim + i)]) * xv[static_cast<size_t>(r * dim + i)];
+                const double sc = 1.0 / std::sqrt(ss / dim + 1e-6);
+                for (int i = 0; i < dim; ++i)
+                    ref[static_cast<size_t>(r * dim + i)] = xv[static_cast<size_t>(r * dim + i)] * sc * wv[static_cast<size_t>(i)];
+            }
+            CHECK(rel_l2(got, ref) < 1e-6);
+        }
 
         p.cpu->add_bias(xc, n, p.weight("bias"));
         p.gpu->add_bias(xg, n, p.weight("bias"));

@@ -136,15 +136,16 @@ void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel)
 
 template <Type T>
 std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x,
-                           int64_t resident, const Config& cfg) {
+                           int64_t resident, const Config& cfg, const std::vector<float>* x_up = nullptr) {
     const mv::MmaGrid g = mv::mma_grid(rows, resident);
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
+    if (x_up) mv_emu::readable.push_back({x_up->data(), x_up->size() * sizeof(float)});
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
-        mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), static_cast<int>(cols), row_bytes, tiles, g.maxk,
-                                 false);
+        mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr,
+                                 static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
@@ -173,7 +174,7 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     const mv::MmaGrid g = mv::mma_grid(end, resident);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg,
-           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
+           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), nullptr, static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
     for (int i = 0; i < 3; ++i) {
         auto& v = y[static_cast<size_t>(i)];
         REQUIRE_MESSAGE(std::all_of(v.begin() + rows[i], v.end(), [](float f) { return f == 12345.0f; }), "y written past its end");
@@ -188,7 +189,7 @@ std::vector<float> run_plain(const std::vector<uint8_t>& w, int64_t rows, int64_
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
-    launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(w.data(), x.data(), y.data(), rows, cols, false); });
+    launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(mv::one_segment(w.data(), y.data(), rows), x.data(), cols, false); });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
     return y;
@@ -288,6 +289,20 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
                 CHECK(rel_l2(y[static_cast<size_t>(i)], reference(t, w[static_cast<size_t>(i)], rows[i], cols, x)) < 1e-5);
             }
         }
+    }
+}
+
+TEST_CASE("emulated mat-vec: SwiGLU formed as the input is loaded equals the product of silu(gate) * up") {
+    uint64_t seed = 5151;
+    for (int64_t cols : {256, 3 * 256}) {
+        const auto w = weights(Type::Q4_K, 40, cols, true, seed++);
+        const auto gate = make_x(cols, 0, seed++), up = make_x(cols, 0, seed++);
+        std::vector<float> h(static_cast<size_t>(cols));
+        for (size_t i = 0; i < h.size(); ++i) h[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+        CAPTURE(cols);
+        CHECK(rel_l2(run_mma<Type::Q4_K>(w, 40, cols, gate, 2, kConfigs[0], &up), reference(Type::Q4_K, w, 40, cols, h)) < 1e-5);
+        // and not the product of gate alone
+        CHECK(rel_l2(run_mma<Type::Q4_K>(w, 40, cols, gate, 2, kConfigs[1]), reference(Type::Q4_K, w, 40, cols, h)) > 1e-2);
     }
 }
 
