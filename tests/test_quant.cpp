@@ -672,6 +672,47 @@ TEST_SUITE("quant") {
         }
     }
 
+    TEST_CASE("dot-product tiles (prefill) give vec_dot's bits for every pair of the tile") {
+        // 2 weight rows x 4 activation rows of random blocks (every code; moderate scales of either sign),
+        // strides larger than a row, the output scattered with a stride: each of the 8 values must equal
+        // vec_dot's exactly; a type without a tile on this machine says so.
+        const unsigned seed = fresh_seed();
+        INFO("seed " << seed);
+        std::mt19937 rng(seed);
+        std::uniform_int_distribution<int> byte(0, 255);
+        force_portable(false);
+        int tiled = 0;
+        for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::F32}) {
+            const VecDotTileFn tile = vec_dot_tile_fn(t);
+            if (!tile) continue;
+            ++tiled;
+            const TypeInfo& info = type_info(t);
+            const int64_t n = info.block_elems * 7;
+            const size_t wrow = row_bytes(t, n) + 40, arow = row_bytes(vec_dot_type(t), n) + 24;
+            std::vector<uint8_t> w(wrow * kTileRows), a(arow * kTileCols);
+            for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+            for (int r = 0; r < kTileRows; ++r)
+                for (int64_t b = 0; b < n / info.block_elems; ++b) {
+                    const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
+                    put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes),
+                          static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
+                }
+            for (int c = 0; c < kTileCols; ++c)
+                prepare_activation(t, gaussian(rng, n, 1.0f).data(), a.data() + static_cast<size_t>(c) * arow, n);
+            std::vector<float> out(kTileCols * 5, std::nanf(""));
+            tile(n, w.data(), wrow, a.data(), arow, out.data(), 5);
+            for (int c = 0; c < kTileCols; ++c)
+                for (int r = 0; r < kTileRows; ++r) {
+                    INFO(nm(t) << " row " << r << " col " << c);
+                    const float want = vec_dot(t, n, w.data() + static_cast<size_t>(r) * wrow, a.data() + static_cast<size_t>(c) * arow);
+                    CHECK(std::isfinite(want));
+                    CHECK(out[static_cast<size_t>(c) * 5 + static_cast<size_t>(r)] == want);
+                }
+        }
+        if (std::string(simd_level()) == "avx2") CHECK(tiled == 3);  // q8_0, q4_0, q5_0
+        else CHECK(tiled == 0);
+    }
+
     TEST_CASE("float weights: odd lengths and extreme halves") {
         const unsigned seed = fresh_seed();
         INFO("seed " << seed);

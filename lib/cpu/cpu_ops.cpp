@@ -90,10 +90,26 @@ public:
         const size_t wrow = quant::row_bytes(w.type, w.cols);
         const auto* wb = static_cast<const uint8_t*>(w.host);
         const int64_t rows = w.rows;
-        const int64_t block = std::clamp<int64_t>(rows / (pool_->size() * 8), 1, 16);
+        // Prefill: tiles of kTileRows rows x kTileCols tokens where the type has them (each weight block
+        // decoded once per tile, the same bits as dot); the rest one dot product at a time.
+        const quant::VecDotTileFn tile = n >= quant::kTileCols ? quant::vec_dot_tile_fn(w.type) : nullptr;
+        const int64_t block = std::max<int64_t>(2, std::clamp<int64_t>(rows / (pool_->size() * 8), 1, 16) / 2 * 2);
         pool_->parallel_for((rows + block - 1) / block, [&](int64_t task, int) {
             const int64_t r0 = task * block, r1 = std::min(rows, r0 + block);
-            for (int t = 0; t < n; ++t) {
+            int t = 0;
+            if (tile) {
+                for (; t + quant::kTileCols <= n; t += quant::kTileCols) {
+                    const uint8_t* a = act_.data() + static_cast<size_t>(t) * arow;
+                    float* o = out.data + static_cast<int64_t>(t) * rows;
+                    int64_t r = r0;
+                    for (; r + quant::kTileRows <= r1; r += quant::kTileRows)
+                        tile(w.cols, wb + static_cast<size_t>(r) * wrow, wrow, a, arow, o + r, static_cast<size_t>(rows));
+                    for (; r < r1; ++r)
+                        for (int tt = 0; tt < quant::kTileCols; ++tt)
+                            o[tt * rows + r] = dot(w.cols, wb + static_cast<size_t>(r) * wrow, a + static_cast<size_t>(tt) * arow);
+                }
+            }
+            for (; t < n; ++t) {
                 const uint8_t* a = act_.data() + static_cast<size_t>(t) * arow;
                 float* o = out.data + static_cast<int64_t>(t) * rows;
                 for (int64_t r = r0; r < r1; ++r) o[r] = dot(w.cols, wb + static_cast<size_t>(r) * wrow, a);

@@ -1,8 +1,41 @@
 #include "cpu/threadpool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 namespace minfer::cpu {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#endif
+}
+
+// How long a thread spins on a flag before it sleeps on a condition variable: a decode step calls
+// parallel_for about ten times per layer, a few microseconds apart, and a sleeping thread takes tens of
+// microseconds to wake on a virtual machine, so a short spin saves most of that; past it the thread
+// sleeps and costs nothing.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Spins until ready() or kSpin elapsed; true when ready.
+template <class F>
+bool spin_until(F ready) {
+    const auto until = std::chrono::steady_clock::now() + kSpin;
+    for (;;) {
+        for (int i = 0; i < 64; ++i) {
+            if (ready()) return true;
+            cpu_relax();
+        }
+        if (std::chrono::steady_clock::now() >= until) return ready();
+    }
+}
+
+}  // namespace
 
 int resolve_threads(int64_t option) {
     if (option > 0) return static_cast<int>(option);
@@ -17,7 +50,7 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
 ThreadPool::~ThreadPool() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
+        stop_.store(true, std::memory_order_release);
     }
     start_cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -36,19 +69,22 @@ void ThreadPool::run_tasks(int thread) {
     }
 }
 
+// A worker waits for a new generation: spinning first, then asleep. The generation is advanced under
+// the mutex and the sleeper checks it under the mutex, so no wake-up is lost.
 void ThreadPool::worker(int index) {
     uint64_t seen = 0;
     for (;;) {
-        {
+        auto ready = [&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; };
+        if (!spin_until(ready)) {
             std::unique_lock<std::mutex> lock(mutex_);
-            start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-            if (stop_) return;
-            seen = generation_;
+            start_cv_.wait(lock, ready);
         }
+        if (stop_.load(std::memory_order_acquire)) return;
+        seen = generation_.load(std::memory_order_acquire);
         run_tasks(index);
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (--busy_workers_ == 0) done_cv_.notify_one();
+        if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+            std::lock_guard<std::mutex> lock(mutex_);  // the caller may be checking the count to sleep
+            done_cv_.notify_one();
         }
     }
 }
@@ -65,15 +101,19 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t,
         n_tasks_ = n_tasks;
         next_.store(0, std::memory_order_relaxed);
         error_ = nullptr;
-        busy_workers_ = n_threads_ - 1;
-        ++generation_;
+        busy_workers_.store(n_threads_ - 1, std::memory_order_relaxed);
+        generation_.fetch_add(1, std::memory_order_release);
     }
     start_cv_.notify_all();
     run_tasks(0);
+    auto done = [&] { return busy_workers_.load(std::memory_order_acquire) == 0; };
+    if (!spin_until(done)) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        done_cv_.wait(lock, done);
+    }
     std::exception_ptr error;
     {
-        std::unique_lock<std::mutex> lock(mutex_);
-        done_cv_.wait(lock, [&] { return busy_workers_ == 0; });
+        std::lock_guard<std::mutex> lock(mutex_);
         fn_ = nullptr;
         error = error_;
     }

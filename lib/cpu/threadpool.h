@@ -1,6 +1,7 @@
 // A small fork-join pool: the calling thread and n-1 workers split `n_tasks` tasks with an atomic
 // counter (dynamic scheduling, so uneven rows balance). One parallel_for at a time per pool; each
-// context owns its pool, so contexts on different threads never share one.
+// context owns its pool, so contexts on different threads never share one. Waiting threads (workers
+// between calls, the caller for the workers) spin for up to 100 microseconds, then sleep.
 #pragma once
 
 #include <atomic>
@@ -34,9 +35,9 @@ private:
     std::vector<std::thread> workers_;
     std::mutex mutex_;
     std::condition_variable start_cv_, done_cv_;
-    uint64_t generation_ = 0;
-    bool stop_ = false;
-    int busy_workers_ = 0;
+    std::atomic<uint64_t> generation_{0};  // advanced under mutex_, once per parallel_for
+    std::atomic<bool> stop_{false};
+    std::atomic<int> busy_workers_{0};     // workers still running the current call's tasks
     const std::function<void(int64_t, int)>* fn_ = nullptr;
     int64_t n_tasks_ = 0;
     std::atomic<int64_t> next_{0};

@@ -892,6 +892,8 @@ VecDotFn vec_dot_fn(Type weight) {
     unsupported(weight, "vec_dot");
 }
 
+VecDotTileFn vec_dot_tile_fn(Type weight) { return use_avx2() ? detail::avx2_vec_dot_tile(weight) : nullptr; }
+
 const char* simd_level() { return use_avx2() ? "avx2" : "scalar"; }
 
 void force_portable(bool on) { g_force_portable.store(on, std::memory_order_relaxed); }

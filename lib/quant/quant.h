@@ -36,6 +36,15 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* a);
 VecDotFn vec_dot_fn(Type weight);  // the active implementation (AVX2 when available)
 inline float vec_dot(Type weight, int64_t n, const void* w, const void* a) { return vec_dot_fn(weight)(n, w, a); }
 
+// A tile of dot products: out[t * out_stride + r] = vec_dot(n, w + r * w_stride, a + t * a_stride) for
+// r < kTileRows weight rows and t < kTileCols prepared activation rows, bit for bit the vec_dot values,
+// each weight block decoded once for all the activation rows. Null when the active implementation has
+// no tile for this type (callers use vec_dot).
+inline constexpr int kTileRows = 2, kTileCols = 4;
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out,
+                              size_t out_stride);
+VecDotTileFn vec_dot_tile_fn(Type weight);
+
 // "avx2" or "scalar". force_portable(true) makes vec_dot_fn return the portable code (tests compare
 // the two); it is process-wide and not meant for production use.
 const char* simd_level();

@@ -365,7 +365,69 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
     return hsum(acc);
 }
 
+// ---- tiles: 2 weight rows x 4 activation rows ----------------------------------------------------------
+// For prefill: each weight block is decoded once for four tokens and each activation block loaded once for
+// two rows, so a product costs the sign flip, maddubs, madd, conversion and FMA only. Every (row, token)
+// pair runs exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (same accumulator, same
+// order, same horizontal sum), so the results are those functions' bits.
+
+struct DecodeQ8_0 {
+    using Block = BlockQ8_0;
+    MINFER_AVX2 static __m256i codes(const Block& b) { return load32(b.qs); }
+};
+struct DecodeQ4_0 {
+    using Block = BlockQ4_0;
+    MINFER_AVX2 static __m256i codes(const Block& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); }
+};
+struct DecodeQ5_0 {
+    using Block = BlockQ5_0;
+    MINFER_AVX2 static __m256i codes(const Block& b) {
+        const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), bits_to_0x10(load_u32_le(b.qh)));
+        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    }
+};
+
+template <class D>
+MINFER_AVX2 void tile_q8(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
+    using B = typename D::Block;
+    const B* x[2] = {static_cast<const B*>(w), reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + w_stride)};
+    const BlockQ8_0* y[4];
+    for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + t * a_stride);
+    __m256 acc[2][4];
+    for (int r = 0; r < 2; ++r)
+        for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_setzero_ps();
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < n / QK; ++b) {
+        __m256i q[2], ax[2];
+        float dw[2];
+        for (int r = 0; r < 2; ++r) {
+            q[r] = D::codes(x[r][b]);
+            ax[r] = _mm256_sign_epi8(q[r], q[r]);
+            dw[r] = half(x[r][b].d);
+        }
+        for (int t = 0; t < 4; ++t) {
+            const __m256i yq = load32(y[t][b].qs);
+            const float da = half(y[t][b].d);
+            for (int r = 0; r < 2; ++r) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(yq, q[r])), ones);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da), _mm256_cvtepi32_ps(p), acc[r][t]);
+            }
+        }
+    }
+    for (int t = 0; t < 4; ++t)
+        for (int r = 0; r < 2; ++r) out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = hsum(acc[r][t]);
+}
+
 }  // namespace
+
+VecDotTileFn avx2_vec_dot_tile(Type weight) {
+    switch (weight) {
+        case Type::Q8_0: return tile_q8<DecodeQ8_0>;
+        case Type::Q4_0: return tile_q8<DecodeQ4_0>;
+        case Type::Q5_0: return tile_q8<DecodeQ5_0>;
+        default: return nullptr;
+    }
+}
 
 VecDotFn avx2_vec_dot(Type weight) {
     switch (weight) {
@@ -392,6 +454,7 @@ VecDotFn avx2_vec_dot(Type weight) {
 
 namespace minfer::quant::detail {
 VecDotFn avx2_vec_dot(Type) { return nullptr; }
+VecDotTileFn avx2_vec_dot_tile(Type) { return nullptr; }
 }  // namespace minfer::quant::detail
 
 #endif

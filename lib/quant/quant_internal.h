@@ -60,5 +60,6 @@ inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
 // The AVX2+FMA+F16C dot product for a weight type, or nullptr where there is none (non-x86 builds).
 // Callers must check the CPU first.
 VecDotFn avx2_vec_dot(Type weight);
+VecDotTileFn avx2_vec_dot_tile(Type weight);
 
 }  // namespace minfer::quant::detail
