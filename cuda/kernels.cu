@@ -150,12 +150,9 @@ __global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict_
 
 // ---- element-wise and normalization -------------------------------------------------------------------
 
-__global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out) {
-    __shared__ float partial[32];
-    const float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
-    float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
-    float ss = 0.0f;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += in[i] * in[i];
+// 1 / sqrt(mean of squares + eps) of a row whose threads hold the partial sums of squares `ss`: the
+// block's sum through `partial` (32 floats of shared memory), the root in double as the CPU takes it.
+__device__ __forceinline__ float rms_scale(float ss, int dim, float eps, float* partial) {
     ss = warp_sum(ss);
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
     __syncthreads();
@@ -165,7 +162,16 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float e
         if (threadIdx.x == 0) partial[0] = v;
     }
     __syncthreads();
-    const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / dim + eps));
+    return static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / dim + eps));
+}
+
+__global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out) {
+    __shared__ float partial[32];
+    const float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
+    float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += in[i] * in[i];
+    const float scale = rms_scale(ss, dim, eps, partial);
     for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(in[i], scale), w[i]);
 }
 
@@ -189,16 +195,7 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int 
     float ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) ss += v[e].x * v[e].x + v[e].y * v[e].y + v[e].z * v[e].z + v[e].w * v[e].w;
-    ss = warp_sum(ss);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float t = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0f;
-        t = warp_sum(t);
-        if (threadIdx.x == 0) partial[0] = t;
-    }
-    __syncthreads();
-    const float scale = static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / dim + eps));
+    const float scale = rms_scale(ss, dim, eps, partial);
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
