@@ -79,6 +79,17 @@ MINFER_AVX2 inline __m256i scale_pair(__m256i half, int k) {
 
 MINFER_AVX2 inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
+// Decode streams each weight row once: asking for the bytes kPrefetchAhead beyond the current block (the
+// rest of the row, then the next rows of the task) keeps more cache-line misses in flight than the
+// hardware prefetcher does. Measured on the 2-core dev machine, qwen2-0.5b q8_0 tg128 with 2 threads:
+// 28.5 -> 31.8 t/s (2048 bytes; 512 gave nothing measurable).
+constexpr int kPrefetchAhead = 2048;
+template <class Block>
+MINFER_AVX2 inline void prefetch_block(const Block* blk) {
+    const char* p = reinterpret_cast<const char*>(blk) + kPrefetchAhead;
+    for (size_t off = 0; off < sizeof(Block); off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+}
+
 // ---- float weights (f32 activations) ------------------------------------------------------------------
 
 MINFER_AVX2 float dot_f32(int64_t n, const void* w, const void* a) {
@@ -150,6 +161,7 @@ MINFER_AVX2 float dot_q8_0(int64_t n, const void* w, const void* a) {
     const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK; ++b) {
+        prefetch_block(x + b);
         const __m256i p = dot_i8(load32(x[b].qs), load32(y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
     }
@@ -162,6 +174,7 @@ MINFER_AVX2 float dot_q4_0(int64_t n, const void* w, const void* a) {
     const __m256i eight = _mm256_set1_epi8(8);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK; ++b) {
+        prefetch_block(x + b);
         const __m256i q = _mm256_sub_epi8(unpack_nibbles(x[b].qs), eight);
         const __m256i p = dot_i8(q, load32(y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
@@ -175,6 +188,7 @@ MINFER_AVX2 float dot_q4_1(int64_t n, const void* w, const void* a) {
     __m256 acc = _mm256_setzero_ps();
     float msum = 0.0f;
     for (int64_t b = 0; b < n / QK; ++b) {
+        prefetch_block(x + b);
         const __m256i p = dot_u8(unpack_nibbles(x[b].qs), load32(y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
         msum += half(x[b].m) * half(y[b].s);
@@ -182,15 +196,24 @@ MINFER_AVX2 float dot_q4_1(int64_t n, const void* w, const void* a) {
     return hsum(acc) + msum;
 }
 
+// q5_0 codes minus 16 as signed bytes: a nibble whose fifth bit is clear becomes nibble | 0xF0, which is
+// nibble - 16 in two's complement; with the bit set it stays nibble (= nibble + 16 - 16).
+MINFER_AVX2 inline __m256i q5_0_codes(const BlockQ5_0& blk) {
+    const __m256i pick = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(load_u32_le(blk.qh))), pick);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+    return _mm256_or_si256(unpack_nibbles(blk.qs), _mm256_andnot_si256(set, _mm256_set1_epi8(static_cast<char>(0xF0))));
+}
+
 MINFER_AVX2 float dot_q5_0(int64_t n, const void* w, const void* a) {
     const BlockQ5_0* x = static_cast<const BlockQ5_0*>(w);
     const BlockQ8_0* y = static_cast<const BlockQ8_0*>(a);
-    const __m256i sixteen = _mm256_set1_epi8(16);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK; ++b) {
-        __m256i q = _mm256_or_si256(unpack_nibbles(x[b].qs), bits_to_0x10(load_u32_le(x[b].qh)));
-        q = _mm256_sub_epi8(q, sixteen);
-        const __m256i p = dot_i8(q, load32(y[b].qs));
+        prefetch_block(x + b);
+        const __m256i p = dot_i8(q5_0_codes(x[b]), load32(y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
     }
     return hsum(acc);
@@ -202,6 +225,7 @@ MINFER_AVX2 float dot_q5_1(int64_t n, const void* w, const void* a) {
     __m256 acc = _mm256_setzero_ps();
     float msum = 0.0f;
     for (int64_t b = 0; b < n / QK; ++b) {
+        prefetch_block(x + b);
         const __m256i q = _mm256_or_si256(unpack_nibbles(x[b].qs), bits_to_0x10(load_u32_le(x[b].qh)));
         const __m256i p = dot_u8(q, load32(y[b].qs));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(half(x[b].d) * half(y[b].d)), _mm256_cvtepi32_ps(p), acc);
@@ -223,6 +247,7 @@ MINFER_AVX2 float dot_q2_K(int64_t n, const void* w, const void* a) {
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        prefetch_block(x + b);
         const __m128i sm = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sm, 4), _mm_set1_epi8(15)));
         const __m256i imin = _mm256_madd_epi16(mins, load32(y[b].bsums));
@@ -246,6 +271,7 @@ MINFER_AVX2 float dot_q3_K(int64_t n, const void* w, const void* a) {
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        prefetch_block(x + b);
         uint32_t sw[4];
         unpack_scales_q3k_words(x[b].scales, sw);
         const __m128i sc8 = _mm_sub_epi8(_mm_setr_epi32(static_cast<int>(sw[0]), static_cast<int>(sw[1]),
@@ -319,6 +345,7 @@ MINFER_AVX2 float dot_q4_K(int64_t n, const void* w, const void* a) {
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        prefetch_block(x + b);
         __m256i imin;
         const __m256i isum = k4_block(x[b].scales, nullptr, x[b].qs, y[b], &imin);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
@@ -332,6 +359,7 @@ MINFER_AVX2 float dot_q5_K(int64_t n, const void* w, const void* a) {
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        prefetch_block(x + b);
         __m256i imin;
         const __m256i isum = k4_block(x[b].scales, x[b].qh, x[b].qs, y[b], &imin);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
@@ -345,6 +373,7 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        prefetch_block(x + b);
         // code = u - 32 with u in 0..63; the -32 comes back through bsums.
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
         __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[b].bsums)), 5);
@@ -381,10 +410,7 @@ struct DecodeQ4_0 {
 };
 struct DecodeQ5_0 {
     using Block = BlockQ5_0;
-    MINFER_AVX2 static __m256i codes(const Block& b) {
-        const __m256i q = _mm256_or_si256(unpack_nibbles(b.qs), bits_to_0x10(load_u32_le(b.qh)));
-        return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
-    }
+    MINFER_AVX2 static __m256i codes(const Block& b) { return q5_0_codes(b); }
 };
 
 template <class D>
