@@ -5,11 +5,15 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+
+#include "cpu/threadpool.h"
 #include "helpers.h"
 
 namespace {
@@ -25,6 +29,39 @@ minfer_model* open_tiny(const char* name) {
 }
 
 }  // namespace
+
+TEST_SUITE("concurrency") {
+    TEST_CASE("threads=0 is one thread per physical core; the pool runs every task once on any count") {
+        using minfer::cpu::physical_cores;
+        using minfer::cpu::resolve_threads;
+        const int cores = physical_cores();
+        CHECK(cores >= 1);
+        CHECK(cores <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+        CHECK(resolve_threads(0) == cores);
+        CHECK(resolve_threads(3) == 3);
+        // Independently: lscpu's (core, socket) pairs, where lscpu is installed and this process may use
+        // every CPU (as in CI).
+        if (FILE* f = popen("lscpu -p=CORE,SOCKET 2>/dev/null | grep -v '^#' | sort -u | wc -l", "r")) {
+            int n = 0;
+            const bool read = fscanf(f, "%d", &n) == 1;
+            pclose(f);
+            if (read && n > 0 && static_cast<unsigned>(n) <= std::thread::hardware_concurrency()) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                if (sched_getaffinity(0, sizeof set, &set) == 0 && static_cast<unsigned>(CPU_COUNT(&set)) == std::thread::hardware_concurrency())
+                    CHECK(cores == n);
+            }
+        }
+        for (int threads : {1, 2, 5}) {
+            minfer::cpu::ThreadPool pool(threads);
+            for (int64_t n : {1, 2, 7, 1000}) {
+                std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+                for (int round = 0; round < 3; ++round) pool.parallel_for(n, [&](int64_t t, int) { hits[static_cast<size_t>(t)]++; });
+                for (auto& h : hits) CHECK(h.load() == 3);
+            }
+        }
+    }
+}
 
 TEST_SUITE("concurrency") {
     TEST_CASE("n_past and stop_reason may be read while another thread prefills and decodes") {

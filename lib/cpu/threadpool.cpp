@@ -2,6 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <set>
+#include <string>
+#include <utility>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -37,9 +45,35 @@ bool spin_until(F ready) {
 
 }  // namespace
 
+int physical_cores() {
+    static const int n = [] {
+        const int logical = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#if defined(__linux__)
+        // The (package, core) pairs of the CPUs this process may run on: SMT siblings share a core and
+        // would only split its load and store units between two threads streaming the same weights.
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (sched_getaffinity(0, sizeof set, &set) != 0) return logical;
+        std::set<std::pair<int, int>> cores;
+        for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+            if (!CPU_ISSET(cpu, &set)) continue;
+            const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+            std::ifstream pkg(dir + "physical_package_id"), core(dir + "core_id");
+            int p = -1, c = -1;
+            if (!(pkg >> p) || !(core >> c)) return std::min(logical, CPU_COUNT(&set));  // no topology: count CPUs
+            cores.insert({p, c});
+        }
+        return cores.empty() ? logical : static_cast<int>(cores.size());
+#else
+        return logical;
+#endif
+    }();
+    return n;
+}
+
 int resolve_threads(int64_t option) {
     if (option > 0) return static_cast<int>(option);
-    return std::max(1u, std::thread::hardware_concurrency());
+    return physical_cores();
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {

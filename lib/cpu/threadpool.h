@@ -44,7 +44,10 @@ private:
     std::exception_ptr error_;
 };
 
-// The number of threads to use for a `threads` option value (0 = every hardware thread).
+// The number of threads to use for a `threads` option value (0 = one per physical core).
 int resolve_threads(int64_t option);
+// Physical cores among the CPUs this process may run on (Linux: sched_getaffinity and sysfs topology;
+// elsewhere, or without topology, the hardware threads); at least 1. Read once.
+int physical_cores();
 
 }  // namespace minfer::cpu
