@@ -692,11 +692,12 @@ TEST_SUITE("quant") {
             std::vector<uint8_t> w(wrow * kTileRows), a(arow * kTileCols);
             for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
             for (int r = 0; r < kTileRows; ++r)
-                for (int64_t b = 0; b < n / info.block_elems; ++b) {
-                    const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
-                    put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes),
-                          static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
-                }
+                for (int64_t b = 0; b < n / info.block_elems; ++b)
+                    for (int off : t == Type::Q4_K ? std::vector<int>{0, 2} : std::vector<int>{0}) {  // d (and dmin)
+                        const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
+                        put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes + off),
+                              static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
+                    }
             for (int c = 0; c < kTileCols; ++c)
                 prepare_activation(t, gaussian(rng, n, 1.0f).data(), a.data() + static_cast<size_t>(c) * arow, n);
             std::vector<float> out(kTileCols * 5, std::nanf(""));
@@ -709,7 +710,7 @@ TEST_SUITE("quant") {
                     CHECK(out[static_cast<size_t>(c) * 5 + static_cast<size_t>(r)] == want);
                 }
         }
-        if (std::string(simd_level()) == "avx2") CHECK(tiled == 3);  // q8_0, q4_0, q5_0
+        if (std::string(simd_level()) == "avx2") CHECK(tiled == 4);  // q8_0, q4_0, q5_0, q4_K
         else CHECK(tiled == 0);
     }
 

@@ -394,7 +394,7 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
     return hsum(acc);
 }
 
-// ---- tiles: 2 weight rows x 4 activation rows ----------------------------------------------------------
+// ---- tiles: 2 weight rows x 4 activation rows (q8_0, q4_0, q5_0; q4_K) --------------------------------
 // For prefill: each weight block is decoded once for four tokens and each activation block loaded once for
 // two rows, so a product costs the sign flip, maddubs, madd, conversion and FMA only. Every (row, token)
 // pair runs exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (same accumulator, same
@@ -444,10 +444,49 @@ MINFER_AVX2 void tile_q8(int64_t n, const void* w, size_t w_stride, const void* 
         for (int r = 0; r < 2; ++r) out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = hsum(acc[r][t]);
 }
 
+// q4_K: one weight row against four tokens at a time (the codes and scales of a super-block decoded once
+// for the four; two rows would not fit the 16 vector registers), each pair summed exactly as dot_q4_K sums
+// it: k4_block's order within a super-block, the same two accumulators, the same final difference.
+MINFER_AVX2 void tile_q4_K_row(int64_t n, const BlockQ4_K* x, const BlockQ8_K* const* y, float* out, size_t out_stride) {
+    const __m256i low4 = _mm256_set1_epi8(15);
+    __m256 acc[4], accm[4];
+    for (int t = 0; t < 4; ++t) acc[t] = accm[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const __m128i sm = k4_scales_mins(x[b].scales);
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        __m256i isum[4];
+        for (int t = 0; t < 4; ++t) isum[t] = _mm256_setzero_si256();
+        for (int c = 0; c < 4; ++c) {
+            const __m256i q = load32(x[b].qs + 32 * c);
+            const __m256i lo = _mm256_and_si256(q, low4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+            const __m256i s0 = scale_of(s16, 2 * c), s1 = scale_of(s16, 2 * c + 1);
+            for (int t = 0; t < 4; ++t) {
+                const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load32(y[t][b].qs + 64 * c)), s0);
+                const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load32(y[t][b].qs + 64 * c + 32)), s1);
+                isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(p0, p1));
+            }
+        }
+        for (int t = 0; t < 4; ++t) {
+            const __m256i imin = k4_mins(sm, y[t][b].bsums);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+            accm[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][b].d * half(x[b].dmin)), _mm256_cvtepi32_ps(imin), accm[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]) - hsum(accm[t]);
+}
+
+MINFER_AVX2 void tile_q4_K(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
+    const BlockQ8_K* y[4];
+    for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
+    for (int r = 0; r < 2; ++r)
+        tile_q4_K_row(n, reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * w_stride), y, out + r, out_stride);
+}
+
 }  // namespace
 
 VecDotTileFn avx2_vec_dot_tile(Type weight) {
     switch (weight) {
+        case Type::Q4_K: return tile_q4_K;
         case Type::Q8_0: return tile_q8<DecodeQ8_0>;
         case Type::Q4_0: return tile_q8<DecodeQ4_0>;
         case Type::Q5_0: return tile_q8<DecodeQ5_0>;
