@@ -682,7 +682,7 @@ TEST_SUITE("quant") {
         std::uniform_int_distribution<int> byte(0, 255);
         force_portable(false);
         int tiled = 0;
-        for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::F32}) {
+        for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::Q6_K, Type::F32}) {
             const VecDotTileFn tile = vec_dot_tile_fn(t);
             if (!tile) continue;
             ++tiled;
@@ -693,7 +693,10 @@ TEST_SUITE("quant") {
             for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
             for (int r = 0; r < kTileRows; ++r)
                 for (int64_t b = 0; b < n / info.block_elems; ++b)
-                    for (int off : t == Type::Q4_K ? std::vector<int>{0, 2} : std::vector<int>{0}) {  // d (and dmin)
+                    // the f16 scale fields: d (q8_0, q4_0, q5_0), d and dmin (q4_K), d at 208 (q6_K)
+                    for (int off : t == Type::Q4_K   ? std::vector<int>{0, 2}
+                                   : t == Type::Q6_K ? std::vector<int>{208}
+                                                     : std::vector<int>{0}) {
                         const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
                         put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes + off),
                               static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
@@ -710,7 +713,7 @@ TEST_SUITE("quant") {
                     CHECK(out[static_cast<size_t>(c) * 5 + static_cast<size_t>(r)] == want);
                 }
         }
-        if (std::string(simd_level()) == "avx2") CHECK(tiled == 4);  // q8_0, q4_0, q5_0, q4_K
+        if (std::string(simd_level()) == "avx2") CHECK(tiled == 5);  // q8_0, q4_0, q5_0, q4_K, q6_K
         else CHECK(tiled == 0);
     }
 

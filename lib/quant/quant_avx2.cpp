@@ -394,7 +394,7 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
     return hsum(acc);
 }
 
-// ---- tiles: 2 weight rows x 4 activation rows (q8_0, q4_0, q5_0; q4_K) --------------------------------
+// ---- tiles: 2 weight rows x 4 activation rows (q8_0, q4_0, q5_0; q4_K, q6_K) --------------------------
 // For prefill: each weight block is decoded once for four tokens and each activation block loaded once for
 // two rows, so a product costs the sign flip, maddubs, madd, conversion and FMA only. Every (row, token)
 // pair runs exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (same accumulator, same
@@ -475,18 +475,48 @@ MINFER_AVX2 void tile_q4_K_row(int64_t n, const BlockQ4_K* x, const BlockQ8_K* c
     for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]) - hsum(accm[t]);
 }
 
-MINFER_AVX2 void tile_q4_K(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
+// q6_K the same way: one row's codes decoded once per super-block for four tokens, each pair summed in
+// dot_q6_K's order (the -32 term from bsums first, then h, k).
+MINFER_AVX2 void tile_q6_K_row(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const* y, float* out, size_t out_stride) {
+    __m256 acc[4];
+    for (int t = 0; t < 4; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
+        __m256i isum[4];
+        for (int t = 0; t < 4; ++t)
+            isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[t][b].bsums)), 5));
+        for (int h = 0; h < 2; ++h) {
+            const __m256i ql0 = load32(x[b].ql + 64 * h);
+            const __m256i ql1 = load32(x[b].ql + 64 * h + 32);
+            const __m256i qh = load32(x[b].qh + 32 * h);
+            const __m256i sh = scale_half(sc16, h);
+            for (int k = 0; k < 4; ++k) {
+                const __m256i l4 = byte_bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 15);
+                const __m256i u = _mm256_or_si256(l4, _mm256_slli_epi16(byte_bits(qh, 2 * k, 3), 4));
+                const __m256i sp = scale_pair(sh, k);
+                for (int t = 0; t < 4; ++t) isum[t] = _mm256_add_epi32(isum[t], scaled_dot32(u, y[t][b].qs + 128 * h + 32 * k, sp));
+            }
+        }
+        for (int t = 0; t < 4; ++t)
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+    }
+    for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]);
+}
+
+// Two rows, one after the other, by a one-row x four-token kernel.
+template <class Block, void (*Row)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t)>
+MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
     const BlockQ8_K* y[4];
     for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
-    for (int r = 0; r < 2; ++r)
-        tile_q4_K_row(n, reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * w_stride), y, out + r, out_stride);
+    for (int r = 0; r < 2; ++r) Row(n, reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride), y, out + r, out_stride);
 }
 
 }  // namespace
 
 VecDotTileFn avx2_vec_dot_tile(Type weight) {
     switch (weight) {
-        case Type::Q4_K: return tile_q4_K;
+        case Type::Q4_K: return tile_k<BlockQ4_K, tile_q4_K_row>;
+        case Type::Q6_K: return tile_k<BlockQ6_K, tile_q6_K_row>;
         case Type::Q8_0: return tile_q8<DecodeQ8_0>;
         case Type::Q4_0: return tile_q8<DecodeQ4_0>;
         case Type::Q5_0: return tile_q8<DecodeQ5_0>;
