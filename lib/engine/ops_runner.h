@@ -14,6 +14,7 @@ namespace minfer::engine {
 
 // make_ops(n_ctx) makes the Ops of one slot; `threads` is read before each call (the `threads` option,
 // passed to Ops::begin); max_tokens bounds the tokens per Ops call (a longer run of one slot is cut).
+// The plan (and the file it points into) must outlive the runner: the Model that owns them does.
 std::unique_ptr<Runner> make_ops_runner(const model::Config& config, const model::Plan& plan, const RunnerShape& shape,
                                         int max_tokens, const std::function<std::unique_ptr<Ops>(int n_ctx)>& make_ops,
                                         std::function<int64_t()> threads);
