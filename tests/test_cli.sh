@@ -434,6 +434,13 @@ python3 -c 'import json, sys; d = json.load(open("out")); t = {x["test"]: x for 
     fail "bench --json is not the expected JSON"
 ok
 
+check "minfer bench --bandwidth measures the host's read bandwidth and decode's share of it"
+run bench -m gen.gguf -p 0 -n 4 -r 1 --bandwidth --option device=cpu --option threads=1 --quiet
+expect_rc 0
+expect_match out "^host read bandwidth: [0-9]+\.[0-9] GB/s \(1 GiB summed, best of 3\); decode reads [0-9.]+ GB/s of weights, [0-9]+% of it$"
+awk '/^host read bandwidth:/ { exit !($4 > 0.1) }' out || fail "a read bandwidth of 0.1 GB/s or less"
+ok
+
 check "minfer bench --depth runs both tests on top of a context and names them with the depth"
 run bench -m gen.gguf -p 8 -n 4 -r 2 --depth 100 --quiet
 expect_rc 0

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
 #include <sys/resource.h>
 
 #include "cli.h"
@@ -17,7 +18,7 @@
 
 static const char* const BENCH_HELP =
     "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [-d|--depth N] [--json] [--option KEY=VALUE]...\n"
-    "                    [--quiet]\n"
+    "                    [--bandwidth] [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
@@ -30,7 +31,64 @@ static const char* const BENCH_HELP =
     "tests run on top of them: the prefill of -p tokens at positions N.., then (the context cut back to N\n"
     "tokens, untimed) the -n decode steps at positions N... The tests read `pp512 @ d8192`, `tg128 @ d8192`.\n"
     "The context length is set to what the run needs (N + max(p, n); without --depth, max(p, 1) + n)\n"
-    "unless --option ctx_len=... is given; the run must fit the model's training context, or that ctx_len.\n";
+    "unless --option ctx_len=... is given; the run must fit the model's training context, or that ctx_len.\n"
+    "\n"
+    "--bandwidth: also measures the host's memory read bandwidth (a 1 GiB buffer summed by as many threads as\n"
+    "the `threads` option, or every online CPU for 0; best of 3) and, for the CPU backend, the share of it\n"
+    "decode uses, taking the file's bytes as the weights one token reads (tied embeddings are read once as\n"
+    "the output matrix; an untied embedding table is not streamed, so the share is then an upper bound).\n";
+
+/* ---- host read bandwidth ---------------------------------------------------------------------- */
+
+struct read_slice {
+    const uint64_t* p;
+    size_t n;
+    uint64_t sum;
+};
+
+static void* read_slice_run(void* arg) {
+    struct read_slice* s = arg;
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    size_t i;
+    for (i = 0; i + 4 <= s->n; i += 4) a += s->p[i], b += s->p[i + 1], c += s->p[i + 2], d += s->p[i + 3];
+    for (; i < s->n; ++i) a += s->p[i];
+    s->sum = a + b + c + d;
+    return NULL;
+}
+
+/* Bytes per second that `threads` threads read from a 1 GiB buffer (best of 3), or 0 when it cannot run. */
+static double read_bandwidth(int threads) {
+    const size_t bytes = (size_t)1 << 30, words = bytes / sizeof(uint64_t);
+    uint64_t* buf = malloc(bytes);
+    double best = 0.0;
+    int rep, t;
+    if (!buf) return 0.0;
+    if (threads < 1) threads = 1;
+    if (threads > 256) threads = 256;
+    for (size_t i = 0; i < words; ++i) buf[i] = i; /* touch every page */
+    for (rep = 0; rep < 3; ++rep) {
+        struct read_slice slices[256];
+        pthread_t ids[256];
+        int started = 0;
+        double t0 = now_seconds(), dt;
+        uint64_t total = 0;
+        for (t = 0; t < threads; ++t) {
+            slices[t].p = buf + words / (size_t)threads * (size_t)t;
+            slices[t].n = t + 1 < threads ? words / (size_t)threads : words - words / (size_t)threads * (size_t)t;
+            slices[t].sum = 0;
+            if (t > 0 && pthread_create(&ids[t], NULL, read_slice_run, &slices[t]) != 0) break;
+            started = t + 1;
+        }
+        read_slice_run(&slices[0]);
+        for (t = 1; t < started; ++t) pthread_join(ids[t], NULL);
+        dt = now_seconds() - t0;
+        for (t = 0; t < started; ++t) total += slices[t].sum;
+        if (started != threads || total == 42) continue; /* the sum is used, so the reads stay */
+        if (bytes / dt > best) best = bytes / dt;
+    }
+    free(buf);
+    return best;
+}
 
 static void mean_sd(const double* v, int n, double* mean, double* sd) {
     double s = 0, q = 0;
@@ -128,7 +186,8 @@ int cmd_bench(int argc, char** argv) {
     minfer_vram vram;
     char vram_line[256];
     uint64_t peak_rss = 0;
-    int json = 0;
+    int json = 0, bandwidth = 0;
+    double read_bw = 0.0;
     for (i = 0; i < argc; ++i) {
         const char* a = argv[i];
         if (is_help(a)) {
@@ -138,6 +197,8 @@ int cmd_bench(int argc, char** argv) {
             g_quiet = 1;
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--bandwidth") == 0) {
+            bandwidth = 1;
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
@@ -228,7 +289,8 @@ int cmd_bench(int argc, char** argv) {
     format_vram(&vram, vram_line, sizeof vram_line);
     if (strcmp(minfer_model_device(m), "cuda") == 0 && minfer_bench_dequant_sweep(m, 10, &sweep_ms) != MINFER_OK) sweep_ms = -1.0;
     minfer_get_option(m, "threads", threads, sizeof threads, NULL);
-    if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "%ld (all)", sysconf(_SC_NPROCESSORS_ONLN));
+    if (bandwidth) read_bw = read_bandwidth(strcmp(threads, "0") == 0 ? (int)sysconf(_SC_NPROCESSORS_ONLN) : atoi(threads));
+    if (strcmp(threads, "0") == 0) snprintf(threads, sizeof threads, "0 (physical cores)");
     snprintf(device, sizeof device, "%s", minfer_model_device(m));
     human_bytes(minfer_model_file_size(m), buf, sizeof buf);
     {
@@ -248,6 +310,7 @@ int cmd_bench(int argc, char** argv) {
                ", \"kv_cache\": %" PRIu64 ", \"scratch\": %" PRIu64 "},", peak_rss, load_s, vram.weights, vram.w16_cache,
                vram.kv_cache, vram.scratch);
         if (sweep_ms >= 0) printf(" \"dequant_sweep_ms\": %.4f,", sweep_ms);
+        if (bandwidth) printf(" \"host_read_bytes_per_s\": %.0f,", read_bw);
         printf(" \"prefill_path\": \"%s\", \"gemm\": \"%s\", \"warm_ms\": %.3f,", minfer_model_prefill_path(m), minfer_model_gemm(m),
                minfer_model_warm_ms(m));
         printf(" \"repetitions\": %ld, \"depth\": %ld, \"tests\": [", reps, depth);
@@ -286,6 +349,15 @@ int cmd_bench(int argc, char** argv) {
         if (strcmp(device, "cuda") == 0)
             printf("prefill path: %s, gemm %s, warm pass %.1f ms\n", minfer_model_prefill_path(m), minfer_model_gemm(m), minfer_model_warm_ms(m));
         if (sweep_ms >= 0) printf("dequant sweep: %.3f ms (every layer matmul weight to f16 once: the per-call cost of the two-pass prefill)\n", sweep_ms);
+        if (bandwidth) {
+            printf("host read bandwidth: %.1f GB/s (1 GiB summed, best of 3)", read_bw / 1e9);
+            if (n_gen > 0 && read_bw > 0 && strcmp(device, "cpu") == 0) {
+                mean_sd(tg, (int)reps, &mean, &sd);
+                printf("; decode reads %.1f GB/s of weights, %.0f%% of it", (double)minfer_model_file_size(m) * mean / 1e9,
+                       100.0 * (double)minfer_model_file_size(m) * mean / read_bw);
+            }
+            printf("\n");
+        }
         printf("options:");
         for (k = 0; k < minfer_option_count(); ++k) {
             const char* name;
