@@ -17,19 +17,6 @@ thread_local int t_faults = 0;  // testing::fail_next_forwards
 using engine::Buf;
 using engine::Weight;
 
-float dot_f32(const float* a, const float* b, int n) {
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; ++i) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
 class CpuOps final : public engine::Ops {
 public:
     CpuOps(const model::Config& c, int n_ctx)
@@ -93,7 +80,15 @@ public:
         // Prefill: tiles of kTileRows rows x kTileCols tokens where the type has them (each weight block
         // decoded once per tile, the same bits as dot); the rest one dot product at a time.
         const quant::VecDotTileFn tile = n >= quant::kTileCols ? quant::vec_dot_tile_fn(w.type) : nullptr;
-        const int64_t block = std::max<int64_t>(2, std::clamp<int64_t>(rows / (pool_->size() * 8), 1, 16) / 2 * 2);
+        // Decode streams each row once: a few long contiguous runs per thread keep its stream (and the
+        // prefetches ahead of it) unbroken. Prefill reuses a block of rows for every token: blocks small
+        // enough to stay in cache.
+#ifndef MINFER_DECODE_RUNS
+#define MINFER_DECODE_RUNS 4
+#endif
+        const int64_t runs = static_cast<int64_t>(pool_->size()) * MINFER_DECODE_RUNS;
+        const int64_t block = n == 1 ? std::max<int64_t>(16, (rows + runs - 1) / runs)
+                                     : std::max<int64_t>(2, std::clamp<int64_t>(rows / (pool_->size() * 8), 1, 16) / 2 * 2);
         pool_->parallel_for((rows + block - 1) / block, [&](int64_t task, int) {
             const int64_t r0 = task * block, r1 = std::min(rows, r0 + block);
             int t = 0;
@@ -152,6 +147,8 @@ public:
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const float* kl = k_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
         const float* vl = v_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
+        const quant::VecDotFn dot = quant::vec_dot_fn(quant::Type::F32);
+        const quant::AxpyFn axpy = quant::axpy_fn();
         pool_->parallel_for(int64_t{n} * n_head, [&](int64_t task, int thread) {
             const int t = static_cast<int>(task / n_head), h = static_cast<int>(task % n_head);
             const int kvh = h / group, last = pos0 + t;  // attends to positions 0 .. last
@@ -159,7 +156,7 @@ public:
             float* sc = scores_.data() + static_cast<size_t>(thread) * n_ctx_;
             float mx = -std::numeric_limits<float>::infinity();
             for (int j = 0; j <= last; ++j) {
-                sc[j] = dot_f32(qv, kl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, hd) * scale;
+                sc[j] = dot(hd, kl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, qv) * scale;
                 mx = std::max(mx, sc[j]);
             }
             double sum = 0;
@@ -170,11 +167,7 @@ public:
             const float inv = static_cast<float>(1.0 / sum);
             float* o = out.data + t * q_dim + static_cast<size_t>(h) * hd;
             std::fill(o, o + hd, 0.0f);
-            for (int j = 0; j <= last; ++j) {
-                const float p = sc[j] * inv;
-                const float* vv = vl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd;
-                for (int i = 0; i < hd; ++i) o[i] += p * vv[i];
-            }
+            for (int j = 0; j <= last; ++j) axpy(hd, sc[j] * inv, vl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, o);
         });
     }
 

@@ -892,6 +892,18 @@ VecDotFn vec_dot_fn(Type weight) {
     unsupported(weight, "vec_dot");
 }
 
+namespace {
+void axpy_portable(int64_t n, float a, const float* x, float* y) {
+    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+}  // namespace
+
+AxpyFn axpy_fn() {
+    if (use_avx2())
+        if (AxpyFn f = detail::avx2_axpy()) return f;
+    return axpy_portable;
+}
+
 VecDotTileFn vec_dot_tile_fn(Type weight) { return use_avx2() ? detail::avx2_vec_dot_tile(weight) : nullptr; }
 
 const char* simd_level() { return use_avx2() ? "avx2" : "scalar"; }

@@ -45,6 +45,10 @@ using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const v
                               size_t out_stride);
 VecDotTileFn vec_dot_tile_fn(Type weight);
 
+// y[i] += a * x[i] for i < n (f32): attention's weighted sum of value rows. The active implementation.
+using AxpyFn = void (*)(int64_t n, float a, const float* x, float* y);
+AxpyFn axpy_fn();
+
 // "avx2" or "scalar". force_portable(true) makes vec_dot_fn return the portable code (tests compare
 // the two); it is process-wide and not meant for production use.
 const char* simd_level();

@@ -110,6 +110,13 @@ MINFER_AVX2 float dot_f32(int64_t n, const void* w, const void* a) {
     return sum;
 }
 
+MINFER_AVX2 void axpy_f32(int64_t n, float a, const float* x, float* y) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; ++i) y[i] += a * x[i];
+}
+
 MINFER_AVX2 inline __m256 load8_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -513,6 +520,8 @@ MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a
 
 }  // namespace
 
+AxpyFn avx2_axpy() { return axpy_f32; }
+
 VecDotTileFn avx2_vec_dot_tile(Type weight) {
     switch (weight) {
         case Type::Q4_K: return tile_k<BlockQ4_K, tile_q4_K_row>;
@@ -550,6 +559,7 @@ VecDotFn avx2_vec_dot(Type weight) {
 namespace minfer::quant::detail {
 VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type) { return nullptr; }
+AxpyFn avx2_axpy() { return nullptr; }
 }  // namespace minfer::quant::detail
 
 #endif

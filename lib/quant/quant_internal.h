@@ -61,5 +61,6 @@ inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
 // Callers must check the CPU first.
 VecDotFn avx2_vec_dot(Type weight);
 VecDotTileFn avx2_vec_dot_tile(Type weight);
+AxpyFn avx2_axpy();
 
 }  // namespace minfer::quant::detail
