@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "device/cuda_backend.h"
+#include "engine/runner.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
-#include "engine/forward.h"
-#include "engine/ops.h"
-#include "engine/runner.h"
 #include "options/options.h"
 #include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"

@@ -375,30 +375,14 @@ MINFER_AVX2 float dot_q5_K(int64_t n, const void* w, const void* a) {
     return hsum(acc) - hsum(accm);
 }
 
+template <int T>
+MINFER_AVX2 void q6_K_rows(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const* y, float* out, size_t out_stride);
+
 MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
-    const BlockQ6_K* x = static_cast<const BlockQ6_K*>(w);
     const BlockQ8_K* y = static_cast<const BlockQ8_K*>(a);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / QK_K; ++b) {
-        prefetch_block(x + b);
-        // code = u - 32 with u in 0..63; the -32 comes back through bsums.
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-        __m256i isum = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[b].bsums)), 5);
-        isum = _mm256_sub_epi32(_mm256_setzero_si256(), isum);
-        for (int h = 0; h < 2; ++h) {
-            const __m256i ql0 = load32(x[b].ql + 64 * h);
-            const __m256i ql1 = load32(x[b].ql + 64 * h + 32);
-            const __m256i qh = load32(x[b].qh + 32 * h);
-            const __m256i sh = scale_half(sc16, h);
-            for (int k = 0; k < 4; ++k) {
-                const __m256i l4 = byte_bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 15);
-                const __m256i u = _mm256_or_si256(l4, _mm256_slli_epi16(byte_bits(qh, 2 * k, 3), 4));
-                isum = _mm256_add_epi32(isum, scaled_dot32(u, y[b].qs + 128 * h + 32 * k, scale_pair(sh, k)));
-            }
-        }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(y[b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum), acc);
-    }
-    return hsum(acc);
+    float out = 0.0f;
+    q6_K_rows<1>(n, static_cast<const BlockQ6_K*>(w), &y, &out, 0);
+    return out;
 }
 
 // ---- tiles: 2 weight rows x 4 activation rows (q8_0, q4_0, q5_0; q4_K, q6_K) --------------------------
@@ -482,15 +466,18 @@ MINFER_AVX2 void tile_q4_K_row(int64_t n, const BlockQ4_K* x, const BlockQ8_K* c
     for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]) - hsum(accm[t]);
 }
 
-// q6_K the same way: one row's codes decoded once per super-block for four tokens, each pair summed in
-// dot_q6_K's order (the -32 term from bsums first, then h, k).
-MINFER_AVX2 void tile_q6_K_row(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const* y, float* out, size_t out_stride) {
-    __m256 acc[4];
-    for (int t = 0; t < 4; ++t) acc[t] = _mm256_setzero_ps();
+// q6_K: one row against T tokens (T = 1: the decode dot product; T = 4: the prefill tile), the row's codes
+// decoded once per super-block for all T; per token the -32 term from bsums first, then h, k.
+template <int T>
+MINFER_AVX2 void q6_K_rows(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const* y, float* out, size_t out_stride) {
+    __m256 acc[T];
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / QK_K; ++b) {
+        if (T == 1) prefetch_block(x + b);  // decode streams the row
+        // code = u - 32 with u in 0..63; the -32 comes back through bsums.
         const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[b].scales)));
-        __m256i isum[4];
-        for (int t = 0; t < 4; ++t)
+        __m256i isum[T];
+        for (int t = 0; t < T; ++t)
             isum[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, load32(y[t][b].bsums)), 5));
         for (int h = 0; h < 2; ++h) {
             const __m256i ql0 = load32(x[b].ql + 64 * h);
@@ -501,13 +488,13 @@ MINFER_AVX2 void tile_q6_K_row(int64_t n, const BlockQ6_K* x, const BlockQ8_K* c
                 const __m256i l4 = byte_bits(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 15);
                 const __m256i u = _mm256_or_si256(l4, _mm256_slli_epi16(byte_bits(qh, 2 * k, 3), 4));
                 const __m256i sp = scale_pair(sh, k);
-                for (int t = 0; t < 4; ++t) isum[t] = _mm256_add_epi32(isum[t], scaled_dot32(u, y[t][b].qs + 128 * h + 32 * k, sp));
+                for (int t = 0; t < T; ++t) isum[t] = _mm256_add_epi32(isum[t], scaled_dot32(u, y[t][b].qs + 128 * h + 32 * k, sp));
             }
         }
-        for (int t = 0; t < 4; ++t)
+        for (int t = 0; t < T; ++t)
             acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(y[t][b].d * half(x[b].d)), _mm256_cvtepi32_ps(isum[t]), acc[t]);
     }
-    for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]);
+    for (int t = 0; t < T; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]);
 }
 
 // Two rows, one after the other, by a one-row x four-token kernel.
@@ -525,7 +512,7 @@ AxpyFn avx2_axpy() { return axpy_f32; }
 VecDotTileFn avx2_vec_dot_tile(Type weight) {
     switch (weight) {
         case Type::Q4_K: return tile_k<BlockQ4_K, tile_q4_K_row>;
-        case Type::Q6_K: return tile_k<BlockQ6_K, tile_q6_K_row>;
+        case Type::Q6_K: return tile_k<BlockQ6_K, q6_K_rows<4>>;
         case Type::Q8_0: return tile_q8<DecodeQ8_0>;
         case Type::Q4_0: return tile_q8<DecodeQ4_0>;
         case Type::Q5_0: return tile_q8<DecodeQ5_0>;
