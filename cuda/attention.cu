@@ -24,7 +24,7 @@ namespace {
 template <int P>
 __global__ __launch_bounds__(128) void attn_prefill_kernel(const float* q, const __half* kc, const __half* vc, float* out,
                                                             int n, int pos0, int n_head, int group, int kv_dim,
-                                                            float scale) {
+                                                            float scale, KvMap kv) {
     constexpr int HD = 64 * P, QB = 16, KT = 32, KS = HD + 2;  // K row stride: one spare word, no bank conflicts
     __shared__ float qs[QB][HD];
     __shared__ __align__(16) __half ks[KT][KS];
@@ -50,7 +50,7 @@ __global__ __launch_bounds__(128) void attn_prefill_kernel(const float* q, const
             const int r = i / (HD / 2), w = i % (HD / 2), p = k0 + r;
             uint32_t kw = 0, vw = 0;
             if (p <= last) {
-                const int64_t off = static_cast<int64_t>(p) * kv_dim + kvh * HD;
+                const int64_t off = kv_row(kv, 0, p) * kv_dim + kvh * HD;
                 kw = reinterpret_cast<const uint32_t*>(kc + off)[w];
                 vw = reinterpret_cast<const uint32_t*>(vc + off)[w];
             }
@@ -169,7 +169,8 @@ template <int P, int HW>  // head_dim = 64 * P; HW: query heads per warp, 1 .. 4
 __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float* __restrict__ q, const __half* __restrict__ kc,
                                                                      const __half* __restrict__ vc, float* __restrict__ part,
                                                                      float* __restrict__ out, int L, int group, int kv_dim,
-                                                                     float qscale, int chunk, const int32_t* __restrict__ pos_dev) {
+                                                                     float qscale, int chunk, const int32_t* __restrict__ pos_dev,
+                                                                     int zc, KvMap kv) {
     constexpr int HD = 64 * P, KT = kDecodeTile;
     constexpr int KS = HD + 8;   // K row stride in halves: 16 spare bytes, so the lanes' row reads spread over the banks
     constexpr int CPR = HD / 8;  // 16-byte pieces per row
@@ -181,17 +182,22 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
     __shared__ __align__(16) float qs[4 * HW][HD];
     __shared__ __align__(16) float ps[4][HW][KT];  // per warp and head: the tile's probabilities
 
-    const int kvh = blockIdx.x, s = blockIdx.y;
+    // Row `row` of the launch (a query token of its own sequence), heads 16z .. of the group.
+    const int kvh = blockIdx.x, s = blockIdx.y, row = static_cast<int>(blockIdx.z) / zc, z = static_cast<int>(blockIdx.z) % zc;
+    const int64_t q_dim = static_cast<int64_t>(kv_dim) * group;
+    q += row * q_dim;
+    out += row * q_dim;
+    part += row * q_dim / HD * gridDim.y * (HD + 2);
     int n_split = gridDim.y;
     if (pos_dev) {  // the launch covers the most chunks: find this length's split
-        L = *pos_dev + 1;
+        L = pos_dev[row] + 1;
         const DecodeSplit sp = decode_split_for(L, gridDim.y);
         chunk = sp.chunk;
         n_split = sp.n_split;
         if (s >= n_split) return;  // block-uniform
     }
-    const int gh = min(group - static_cast<int>(blockIdx.z) * kDecodeMaxHeads, kDecodeMaxHeads);  // heads of this block
-    const int hq0 = kvh * group + static_cast<int>(blockIdx.z) * kDecodeMaxHeads;                 // the first one
+    const int gh = min(group - z * kDecodeMaxHeads, kDecodeMaxHeads);  // heads of this block
+    const int hq0 = kvh * group + z * kDecodeMaxHeads;                 // the first one
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int nh = warp < gh ? (gh - warp + 3) / 4 : 0;  // heads of this warp: hq0 + warp + 4k for k < nh
     const int p_begin = s * chunk, p_end = min(L, p_begin + chunk);
@@ -205,7 +211,7 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
         for (int i = 0; i < PIECES; ++i) {
             const int piece = threadIdx.x + i * kDecodeThreads, r = piece / CPR, c = piece % CPR, key = k0 + r;
             const bool ok = key < p_end;  // rows past the chunk are zero-filled, never read
-            const int64_t off = static_cast<int64_t>(ok ? key : 0) * kv_dim + c * 8;
+            const int64_t off = (ok ? kv_row(kv, row, key) : 0) * kv_dim + c * 8;
             cp_async16(&ks[st][r * KS + c * 8], kbase + off, ok);
             cp_async16(&vs[st][r * HD + c * 8], vbase + off, ok);
         }
@@ -335,8 +341,11 @@ __host__ __device__ constexpr int combine_weights(int n_split) { return (n_split
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
                                                                       int n_split, int head_dim, const int32_t* __restrict__ pos_dev) {
     extern __shared__ float weight[];
+    const int row = blockIdx.y;  // rows of the launch: consecutive [n_head] blocks of part and out
+    part += static_cast<int64_t>(row) * gridDim.x * n_split * (head_dim + 2);
+    out += static_cast<int64_t>(row) * gridDim.x * head_dim;
     if (pos_dev) {  // n_split is the most chunks; this length's may be fewer
-        n_split = decode_split_for(*pos_dev + 1, n_split).n_split;
+        n_split = decode_split_for(pos_dev[row] + 1, n_split).n_split;
         if (n_split == 1) return;  // the decode kernel wrote the output
     }
     __shared__ float red[kCombineThreads / 32];
@@ -386,68 +395,100 @@ int sm_count() {
     return n;
 }
 
-// The most chunks any context length gets for n_head_kv KV heads.
-int decode_max_splits(int n_head_kv) {
+// The most chunks any context length gets in a decode launch of `rows` rows over n_head_kv KV heads:
+// the rows and heads share the SMs' blocks.
+int decode_max_splits(int n_head_kv, int rows) {
     const int target = MINFER_ATTN_BLOCKS_PER_SM * sm_count();
-    return std::max(1, (target + n_head_kv - 1) / n_head_kv);
+    const int blocks = n_head_kv * rows;
+    return std::max(1, (target + blocks - 1) / blocks);
 }
 
-// With pos_dev the grid covers max_splits chunks and the kernels find the length's split on the device.
+// With pos_dev the grid covers max_splits chunks and the kernels find each row's split on the device.
 template <int P, int HW>
-void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int n_head,
-                   int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev) {
+void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
+                   int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
     const int group = n_head / n_head_kv;
-    const int max_splits = decode_max_splits(n_head_kv);
+    const int max_splits = decode_max_splits(n_head_kv, rows);
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
-    const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split),
-                    static_cast<unsigned>((group + kDecodeMaxHeads - 1) / kDecodeMaxHeads));
+    const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
+    const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
     attn_decode_kernel<P, HW><<<grid, kDecodeThreads, 0, stream>>>(q, kc, vc, part, out, L, group, n_head_kv * 64 * P,
-                                                                   qscale, sp.chunk, pos_dev);
+                                                                   qscale, sp.chunk, pos_dev, zc, kv);
     check_launch("attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
-        attn_combine_kernel<<<n_head, kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P, pos_dev);
+        attn_combine_kernel<<<dim3(n_head, rows), kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P, pos_dev);
         check_launch("attention (combine)");
     }
+}
+
+template <int P>
+void launch_decode_heads(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
+                         int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
+    switch ((std::min(n_head / n_head_kv, kDecodeMaxHeads) + 3) / 4) {  // query heads per warp
+        case 1: launch_decode<P, 1>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
+        case 2: launch_decode<P, 2>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
+        case 3: launch_decode<P, 3>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
+        default: launch_decode<P, 4>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
+    }
+}
+
+void check_attention_args(const __half* k_cache, const __half* v_cache, int n_head, int n_head_kv) {
+    if (n_head_kv < 1 || n_head % n_head_kv != 0)
+        fail(MINFER_ERR_INTERNAL, "CUDA attention: %d query heads over %d KV heads", n_head, n_head_kv);
+    // The decode kernel copies 16-byte pieces of the cache rows (a row of a KV head is head_dim * 2 bytes).
+    if ((reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "CUDA attention: the KV cache is not 16-byte aligned");
+}
+
+// scale * log2(e): the decode kernels work in the log2 domain.
+float decode_qscale(int head_dim) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    return static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
 }
 
 }  // namespace
 
 bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
-int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim) {
-    return static_cast<int64_t>(n_head) * decode_max_splits(n_head_kv) * (head_dim + 2);
+int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int max_rows) {
+    int64_t most = 0;
+    for (int rows = 1; rows <= max_rows; ++rows)
+        most = std::max(most, int64_t{rows} * n_head * decode_max_splits(n_head_kv, rows) * (head_dim + 2));
+    return most;
 }
 
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
-               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev) {
-    if (n_head_kv < 1 || n_head % n_head_kv != 0)
-        fail(MINFER_ERR_INTERNAL, "CUDA attention: %d query heads over %d KV heads", n_head, n_head_kv);
-    // The decode kernel copies 16-byte pieces of the cache rows (a row of a KV head is head_dim * 2 bytes).
-    if ((reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 != 0)
-        fail(MINFER_ERR_INTERNAL, "CUDA attention: the KV cache is not 16-byte aligned");
+               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
+    check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     const int group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-    const float qscale = static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);  // scale * log2(e)
     auto run = [&](auto p_tag) {
         constexpr int P = decltype(p_tag)::value;
         if (n == 1) {
-            const int L = pos0 + 1;
-            switch ((std::min(group, kDecodeMaxHeads) + 3) / 4) {  // query heads per warp
-                case 1: launch_decode<P, 1>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
-                case 2: launch_decode<P, 2>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
-                case 3: launch_decode<P, 3>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
-                default: launch_decode<P, 4>(q, k_cache, v_cache, partial, out, L, n_head, n_head_kv, qscale, stream, pos_dev); break;
-            }
+            launch_decode_heads<P>(q, k_cache, v_cache, partial, out, pos0 + 1, 1, n_head, n_head_kv, decode_qscale(head_dim), stream,
+                                   pos_dev, kv);
         } else {
             attn_prefill_kernel<P><<<dim3(blocks_for(n, 16), n_head), 128, 0, stream>>>(q, k_cache, v_cache, out, n, pos0,
-                                                                                         n_head, group, kv_dim, scale);
+                                                                                         n_head, group, kv_dim, scale, kv);
             check_launch("attention (prefill)");
         }
     };
     switch (head_dim) {
         case 64: run(std::integral_constant<int, 1>{}); break;
         case 128: run(std::integral_constant<int, 2>{}); break;
+        default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
+    }
+}
+
+void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
+                           int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv) {
+    check_attention_args(k_cache, v_cache, n_head, n_head_kv);
+    if (rows <= 0) return;
+    if (!pos_dev) fail(MINFER_ERR_INTERNAL, "CUDA attention: decode rows need their positions on the device");
+    switch (head_dim) {
+        case 64: launch_decode_heads<1>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, decode_qscale(head_dim), stream, pos_dev, kv); break;
+        case 128: launch_decode_heads<2>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, decode_qscale(head_dim), stream, pos_dev, kv); break;
         default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
     }
 }

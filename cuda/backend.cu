@@ -244,12 +244,13 @@ using engine::Weight;
 
 class CudaOps final : public engine::Ops {
 public:
-    CudaOps(std::shared_ptr<CudaModel> model, const model::Config& c, int n_ctx, int max_tokens)
-        : m_(std::move(model)), c_(c), n_ctx_(n_ctx), max_tokens_(max_tokens) {
+    CudaOps(std::shared_ptr<CudaModel> model, const model::Config& c, int n_ctx, int64_t kv_rows, int max_tokens)
+        : m_(std::move(model)), c_(c), n_ctx_(n_ctx), kv_rows_(kv_rows), max_tokens_(max_tokens) {
         m_->check_healthy();
         check(cudaSetDevice(0), "cudaSetDevice");
         kv_dim_ = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
-        const uint64_t kv_elems = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(n_ctx) * static_cast<uint64_t>(kv_dim_);
+        const uint64_t kv_elems = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(kv_rows) * static_cast<uint64_t>(kv_dim_);
+        pages_ = DeviceMemory(static_cast<uint64_t>(engine::KvPool::pages_for(n_ctx)) * sizeof(int32_t), &m_->scratch_bytes, "page table");
         k_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (keys)");
         v_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (values)");
         tokens_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * sizeof(int32_t), &m_->scratch_bytes, "token scratch");
@@ -258,7 +259,7 @@ public:
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
         check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
         partial_ = DeviceMemory(
-            static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim)) * sizeof(float),
+            static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, 1)) * sizeof(float),
             &m_->scratch_bytes, "attention scratch");
     }
 
@@ -301,15 +302,15 @@ public:
         cuda::rope(x.data, n, n_heads, c_.head_dim, pos0, inv_freq_.as<double>(), s());
     }
 
-    void store_kv(int layer, int pos0, int n, Buf k, Buf v) override {
-        const int64_t at = (int64_t{layer} * n_ctx_ + pos0) * kv_dim_;
-        cuda::store_kv(k.data, v.data, k_cache_.as<__half>() + at, v_cache_.as<__half>() + at, int64_t{n} * kv_dim_, s());
+    void store_kv(int layer, engine::KvPages pages, int pos0, int n, Buf k, Buf v) override {
+        const int64_t at = int64_t{layer} * kv_rows_ * kv_dim_;
+        cuda::store_kv(k.data, v.data, k_cache_.as<__half>() + at, v_cache_.as<__half>() + at, n, kv_dim_, pos0, map(pages), s());
     }
 
-    void attention(int layer, Buf q, int n, int pos0, Buf out) override {
-        const int64_t at = int64_t{layer} * n_ctx_ * kv_dim_;
+    void attention(int layer, engine::KvPages pages, Buf q, int n, int pos0, Buf out) override {
+        const int64_t at = int64_t{layer} * kv_rows_ * kv_dim_;
         cuda::attention(q.data, k_cache_.as<__half>() + at, v_cache_.as<__half>() + at, out.data, n, pos0, c_.n_head,
-                        c_.n_head_kv, c_.head_dim, partial_.as<float>(), s());
+                        c_.n_head_kv, c_.head_dim, partial_.as<float>(), s(), nullptr, map(pages));
     }
 
     void swiglu(Buf gate, Buf up) override { cuda::swiglu(gate.data, up.data, static_cast<int64_t>(gate.n), s()); }
@@ -332,13 +333,30 @@ public:
 private:
     cudaStream_t s() const { return stream_.get(); }
 
+    // The page table on the device (copied when it differs from the last one copied).
+    cuda::KvMap map(engine::KvPages pages) {
+        if (pages.size() > static_cast<size_t>(engine::KvPool::pages_for(n_ctx_)))
+            fail(MINFER_ERR_INTERNAL, "CUDA ops: a page table of %zu entries for %d positions", pages.size(), n_ctx_);
+        if (!std::equal(pages.begin(), pages.end(), pages_host_.begin(), pages_host_.end())) {
+            pages_host_.assign(pages.begin(), pages.end());
+            check(cudaMemcpyAsync(pages_.as<void>(), pages_host_.data(), pages.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+                  "page table upload");
+        }
+        cuda::KvMap m;
+        m.pages = pages_.as<int32_t>();
+        return m;
+    }
+
     std::shared_ptr<CudaModel> m_;
     model::Config c_;
     int n_ctx_;
+    int64_t kv_rows_;
     int max_tokens_;
     int64_t kv_dim_ = 0;
     cuda::Stream stream_;
-    DeviceMemory k_cache_, v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim] f16
+    DeviceMemory k_cache_, v_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim] f16
+    DeviceMemory pages_;              // the page table of the last call
+    std::vector<int32_t> pages_host_; // what pages_ holds
     DeviceMemory tokens_;             // [max_tokens] token ids of the current call
     DeviceMemory inv_freq_;           // [head_dim / 2] RoPE frequencies, double
     DeviceMemory partial_;            // decode attention split partials
@@ -349,8 +367,8 @@ private:
 }  // namespace
 
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
-                                           int max_tokens) {
-    return std::make_unique<CudaOps>(std::move(model), config, n_ctx, max_tokens);
+                                           int64_t kv_rows, int max_tokens) {
+    return std::make_unique<CudaOps>(std::move(model), config, n_ctx, kv_rows, max_tokens);
 }
 
 double cuda_dequant_sweep_ms(CudaModel& m, const std::vector<engine::Weight>& weights, int reps) {
@@ -449,7 +467,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
     const size_t q_dim = static_cast<size_t>(n_head) * head_dim;
     DeviceMemory dq(q_dim * 4, nullptr, "q"), dout(q_dim * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
         dv(v16.size() * 2, nullptr, "V"), dpos(4, nullptr, "position"),
-        part(static_cast<uint64_t>(cuda::attention_partial_floats(n_head, n_head_kv, head_dim)) * 4, nullptr, "partials");
+        part(static_cast<uint64_t>(cuda::attention_partial_floats(n_head, n_head_kv, head_dim, 1)) * 4, nullptr, "partials");
     const int32_t pos = L - 1;
     check(cudaMemcpy(dq.as<void>(), q.data(), q_dim * 4, cudaMemcpyHostToDevice), "upload q");
     check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");

@@ -1,10 +1,14 @@
 // The CUDA backend's forward pass (engine::Runner): its own layer loop over the kernels of cuda/.
 //
-// A call runs each run of one sequence slot's consecutive positions in chunks of up to max_tokens_
-// tokens. Per layer and chunk: RMSNorm; q, k, v projections; qkv_finish (bias, q/k norm, RoPE and the
-// f16 KV store in one kernel); attention; the output projection; RMSNorm; gate and up projections;
-// SwiGLU; the down projection. A single-token chunk (decode) adds the two projections into the residual
-// stream in the mat-vec's epilogue (no add kernel), runs q, k, v as one mat-vec launch and gate and up as
+// A call runs the batch's tokens in chunks of up to max_tokens_ tokens, whatever sequences they belong
+// to: every projection takes all tokens of the chunk at once (one read of each weight for all sequences),
+// qkv_finish stores each token's K and V at its own sequence's page (the KV cache is paged: the slots share
+// one pool, engine/kv_pool.h), and attention goes by run: a run of several positions of one sequence (a
+// prefill chunk) takes the prefill kernel, and consecutive single-token runs (decode tokens of different
+// sequences) share one decode launch. Per layer and chunk: RMSNorm; q, k, v projections; qkv_finish
+// (bias, q/k norm, RoPE and the f16 KV store in one kernel); attention; the output projection; RMSNorm;
+// gate and up projections; SwiGLU; the down projection. A single-token chunk (decode) adds the two
+// projections into the residual stream in the mat-vec's epilogue (no add kernel), runs q, k, v as one mat-vec launch and gate and up as
 // another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
 // launches per layer for quantized weights (norm, qkv, qkv_finish, attention and its combine, output
 // projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
@@ -13,7 +17,7 @@
 // only when asked.
 //
 // A decode step (one token of a one-slot runner) reads its token and position from device memory, which
-// one 8-byte copy from pinned host memory fills first; so the whole step is the same sequence of
+// one 16-byte copy from pinned host memory fills first; so the whole step is the same sequence of
 // operations for every position, and it is captured once as a CUDA graph and replayed per token (the
 // attention kernels find their key split on the device). The first step runs eagerly (launchers
 // initialize kernel attributes once, which a capture must not see); cuda_graph=false keeps every step
@@ -73,20 +77,23 @@ struct LayerDev {
 // chunk spreads the per-call weight dequantization of the two-pass path over more tokens.
 constexpr int kMaxChunk = 2048;
 
+static_assert(cuda::kKvPageShift == engine::kKvPageShift, "the CUDA kernels and the engine page the KV cache alike");
+
 class CudaRunner final : public engine::Runner {
 public:
     CudaRunner(std::shared_ptr<CudaModel> model, const model::Config& c, const model::Plan& plan, const engine::RunnerShape& shape,
                bool graphs)
-        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs && shape.n_seq == 1) {
+        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs && shape.n_seq == 1), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
         m_->check_healthy();
         check(cudaSetDevice(0), "cudaSetDevice");
-        max_tokens_ = std::min(kMaxChunk, shape.n_ctx);
+        max_tokens_ = static_cast<int>(std::min<int64_t>(kMaxChunk, int64_t{shape.n_ctx} * shape.n_seq));
         kv_dim_ = int64_t{c.n_head_kv} * c.head_dim;
         q_dim_ = int64_t{c.n_head} * c.head_dim;
-        slot_elems_ = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(kv_dim_);
-        const uint64_t kv_elems = slot_elems_ * static_cast<uint64_t>(shape.n_seq);
+        kv_rows_ = int64_t{shape.pages()} * engine::kKvPage;
+        const uint64_t kv_elems = static_cast<uint64_t>(c.n_layer) * static_cast<uint64_t>(kv_rows_) * static_cast<uint64_t>(kv_dim_);
         k_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (keys)");
         v_cache_ = DeviceMemory(kv_elems * sizeof(__half), &m_->kv_bytes, "KV cache (values)");
+        pages_ = DeviceMemory(static_cast<uint64_t>(shape.n_seq) * kv_.max_table() * sizeof(int32_t), &m_->scratch_bytes, "page tables");
 
         const uint64_t nt = static_cast<uint64_t>(max_tokens_);
         auto f32 = [&](uint64_t n, const char* what) { return DeviceMemory(n * sizeof(float), &m_->scratch_bytes, what); };
@@ -99,14 +106,16 @@ public:
         gate_ = f32(nt * c.n_ff, "gate");
         up_ = f32(nt * c.n_ff, "up");
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
-        partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim)), "attention scratch");
-        tokens_ = DeviceMemory(nt * sizeof(int32_t), &m_->scratch_bytes, "token scratch");
-        io_ = DeviceMemory(2 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
+        partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
+                       "attention scratch");
+        batch_ = DeviceMemory(4 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
+        io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
         keys_ = DeviceMemory(static_cast<uint64_t>(shape.max_out) * sizeof(unsigned long long), &m_->scratch_bytes, "argmax keys");
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
         check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
-        io_host_ = std::make_unique<Pinned>(2 * sizeof(int32_t));
+        io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
+        batch_host_ = std::make_unique<Pinned>(4 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
         logits_host_ = std::make_unique<Pinned>(static_cast<size_t>(c.n_vocab) * sizeof(float));
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
@@ -150,26 +159,42 @@ public:
             fail(MINFER_ERR_INTERNAL, "forward: a batch of %zu tokens with %zu positions, %zu slots and %zu output rows", n,
                  b.pos.size(), b.seq.size(), b.out_rows.size());
         for (size_t i = 0; i < n; ++i)
-            if (b.seq[i] < 0 || b.seq[i] >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= shape_.n_ctx)
-                fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d", i, b.seq[i], b.pos[i]);
+            if (b.seq[i] < 0 || b.seq[i] >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= kv_.capacity(b.seq[i]))
+                fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d, which has no KV page", i, b.seq[i], b.pos[i]);
         m_->check_healthy();
         try {
             check(cudaSetDevice(0), "cudaSetDevice");
+            upload_tables();
             if (n == 1 && shape_.n_seq == 1 && b.out_rows.size() == 1) {
                 decode_step(b.tokens[0], b.pos[0]);
             } else {
+                const size_t chunk = static_cast<size_t>(max_tokens_);
                 size_t out = 0;
-                for (size_t i = 0; i < n;) {
-                    size_t j = i + 1;
-                    while (j < n && j - i < static_cast<size_t>(max_tokens_) && b.seq[j] == b.seq[i] && b.pos[j] == b.pos[j - 1] + 1) ++j;
+                for (size_t c0 = 0; c0 < n; c0 += chunk) {
+                    const size_t c1 = std::min(n, c0 + chunk), m = c1 - c0;
+                    // Staging: tokens, positions, slots, then the output rows of the chunk.
+                    int32_t* h = batch_host_->as<int32_t>();
+                    std::copy(b.tokens.begin() + c0, b.tokens.begin() + c1, h);
+                    std::copy(b.pos.begin() + c0, b.pos.begin() + c1, h + m);
+                    std::copy(b.seq.begin() + c0, b.seq.begin() + c1, h + 2 * m);
                     rows_.clear();
-                    for (size_t k = out; k < b.out_rows.size() && static_cast<size_t>(b.out_rows[k]) < j; ++k)
-                        rows_.push_back(static_cast<int32_t>(b.out_rows[k] - static_cast<int32_t>(i)));
-                    check(cudaMemcpyAsync(tokens_.as<void>(), b.tokens.data() + i, (j - i) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
-                          "token upload");
-                    run_chunk(b.seq[i], tokens_.as<int32_t>(), static_cast<int>(j - i), b.pos[i], nullptr, rows_, out);
+                    for (; out + rows_.size() < b.out_rows.size() && static_cast<size_t>(b.out_rows[out + rows_.size()]) < c1;)
+                        rows_.push_back(static_cast<int32_t>(static_cast<size_t>(b.out_rows[out + rows_.size()]) - c0));
+                    std::copy(rows_.begin(), rows_.end(), h + 3 * m);
+                    check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + rows_.size()) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+                          "batch upload");
+                    runs_.clear();
+                    for (size_t i = c0; i < c1;) {
+                        size_t j = i + 1;
+                        while (j < c1 && b.seq[j] == b.seq[i] && b.pos[j] == b.pos[j - 1] + 1) ++j;
+                        runs_.push_back(RunDev{static_cast<int>(i - c0), static_cast<int>(j - i), b.pos[i], b.seq[i]});
+                        i = j;
+                    }
+                    const int32_t* d = batch_.as<int32_t>();
+                    run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out);
                     out += rows_.size();
-                    i = j;
+                    // The staging is rewritten by the next chunk: wait for this one's upload.
+                    if (c1 < n) stream_.sync("batch upload");
                 }
                 finish(out);
             }
@@ -178,6 +203,8 @@ public:
             throw;
         }
     }
+
+    engine::KvPool& kv() override { return kv_; }
 
     int32_t argmax(size_t i) override {
         check_row(i);
@@ -209,11 +236,32 @@ private:
         if (i >= n_out_) fail(MINFER_ERR_INTERNAL, "forward output %zu: the last call had %zu", i, n_out_);
     }
 
+    // Copies the page tables that changed since the last call (a few entries per slot and 16 tokens).
+    void upload_tables() {
+        const size_t stride = static_cast<size_t>(kv_.max_table());
+        for (int slot = 0; slot < shape_.n_seq; ++slot) {
+            if (!kv_.changed(slot)) continue;
+            const engine::KvPages t = kv_.table(slot);
+            if (!t.empty())
+                check(cudaMemcpyAsync(pages_.as<int32_t>() + static_cast<size_t>(slot) * stride, t.data(), t.size() * sizeof(int32_t),
+                                      cudaMemcpyHostToDevice, s()),
+                      "page table upload");
+            kv_.clear_changed(slot);
+        }
+    }
+
+    // A run of one sequence's consecutive positions in a chunk.
+    struct RunDev {
+        int begin, n, pos0, slot;
+    };
+
     // One token of slot 0 at position pos: the graph (or the same operations eagerly).
     void decode_step(int32_t token, int32_t pos) {
         int32_t* io = io_host_->as<int32_t>();
         io[0] = token;
         io[1] = pos;
+        io[2] = 0;  // slot
+        io[3] = 0;  // output row
         if (!graphs_ || steps_ == 0) {
             enqueue_step();
         } else {
@@ -228,9 +276,11 @@ private:
 
     // The decode step's operations, reading the token and position that io_host_ holds at execution.
     void enqueue_step() {
-        check(cudaMemcpyAsync(io_.as<void>(), io_host_->as<void>(), 2 * sizeof(int32_t), cudaMemcpyHostToDevice, s()), "decode step input");
+        check(cudaMemcpyAsync(io_.as<void>(), io_host_->as<void>(), 4 * sizeof(int32_t), cudaMemcpyHostToDevice, s()), "decode step input");
         static const int32_t kLast = 0;
-        run_chunk(0, io_.as<int32_t>(), 1, 0, io_.as<int32_t>() + 1, std::span<const int32_t>(&kLast, 1), 0);
+        static const RunDev kRun{0, 1, -1, 0};  // its position is read on the device
+        const int32_t* d = io_.as<int32_t>();
+        run_chunk(1, d, d + 1, d + 2, d + 3, std::span<const RunDev>(&kRun, 1), std::span<const int32_t>(&kLast, 1), 0);
         cuda::argmax_keys(logits_.as<float>(), 1, c_.n_vocab, keys_.as<unsigned long long>(), s());
         check(cudaMemcpyAsync(keys_host_->as<void>(), keys_.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, s()),
               "argmax read back");
@@ -265,9 +315,11 @@ private:
         host_row_ = -1;
     }
 
-    // n tokens (device ids) of `slot` at positions pos0 + t (pos_dev: *pos_dev + t, read on the device);
-    // logits of chunk rows `rows` go to output rows out0 ...
-    void run_chunk(int slot, const int32_t* tokens, int n, int pos0, const int32_t* pos_dev, std::span<const int32_t> rows, size_t out0) {
+    // n tokens: their ids, positions, slots and the chunk rows whose logits are wanted (`rows`, also on the
+    // host) in device memory; `runs` cut them into sequences (a run of one token reads its position on the
+    // device: the graph's step). Logits go to output rows out0 ...
+    void run_chunk(int n, const int32_t* tokens, const int32_t* pos_dev, const int32_t* slot_dev, const int32_t* rows_dev,
+                   std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0) {
         const model::Config& c = c_;
         const float eps = static_cast<float>(c.rms_norm_eps);
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>();
@@ -294,9 +346,13 @@ private:
         };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
         const int64_t nd = int64_t{n} * c.n_embd;
+        cuda::KvMap per_token;  // each token's slot from slot_dev
+        per_token.pages = pages_.as<int32_t>();
+        per_token.slot = slot_dev;
+        per_token.stride = kv_.max_table();
         for (int il = 0; il < c.n_layer; ++il) {
             const LayerDev& L = layers_[static_cast<size_t>(il)];
-            const uint64_t at = static_cast<uint64_t>(slot) * slot_elems_ + static_cast<uint64_t>(il) * shape_.n_ctx * kv_dim_;
+            const uint64_t at = static_cast<uint64_t>(il) * static_cast<uint64_t>(kv_rows_) * static_cast<uint64_t>(kv_dim_);
             __half* kc = k_cache_.as<__half>() + at;
             __half* vc = v_cache_.as<__half>() + at;
 
@@ -309,8 +365,26 @@ private:
                 matmul(L.wv, xb, v, false);
             }
             cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
-                             inv_freq_.as<double>(), pos0, pos_dev, kc, vc, s());
-            cuda::attention(q, kc, vc, att, n, pos0, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), pos_dev);
+                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
+            for (size_t r = 0; r < runs.size();) {
+                const RunDev& run = runs[r];
+                if (run.n > 1) {  // a prefill chunk of one sequence
+                    cuda::KvMap one = per_token;
+                    one.slot = nullptr;
+                    one.slot0 = run.slot;
+                    cuda::attention(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, run.n, run.pos0, c.n_head, c.n_head_kv,
+                                    c.head_dim, partial_.as<float>(), s(), nullptr, one);
+                    ++r;
+                    continue;
+                }
+                size_t e = r + 1;  // single tokens of different sequences: one decode launch
+                while (e < runs.size() && runs[e].n == 1 && e - r < static_cast<size_t>(shape_.n_seq)) ++e;
+                cuda::KvMap rows_map = per_token;
+                rows_map.slot = slot_dev + run.begin;
+                cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
+                                            pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map);
+                r = e;
+            }
             if (single) {
                 matmul(L.wo, att, x, true);  // x += Wo att
             } else {
@@ -330,10 +404,15 @@ private:
                 cuda::add(x, xb, nd, s());
             }
         }
-        for (size_t i = 0; i < rows.size(); ++i) {
-            cuda::rms_norm(x + int64_t{rows[i]} * c.n_embd, 1, c.n_embd, output_norm_, eps, xb, s());
-            cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb, logits_.as<float>() + (out0 + i) * c.n_vocab, s());
+        // The rows asked for, gathered, normed, and each through the output projection.
+        const int n_rows = static_cast<int>(rows.size());
+        if (n_rows > 0) {
+            cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
+            cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s());
         }
+        for (int i = 0; i < n_rows; ++i)
+            cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd,
+                         logits_.as<float>() + (out0 + static_cast<size_t>(i)) * c.n_vocab, s());
     }
 
     std::shared_ptr<CudaModel> m_;
@@ -342,20 +421,23 @@ private:
     bool graphs_;
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
-    uint64_t slot_elems_ = 0;  // KV elements of one slot: [n_layer][n_ctx][kv_dim]
+    int64_t kv_rows_ = 0;  // KV rows per layer: the pool's pages * kKvPage
+    engine::KvPool kv_;
     cuda::Stream stream_;
-    DeviceMemory k_cache_, v_cache_;  // [n_seq][n_layer][n_ctx][n_head_kv * head_dim] f16
+    DeviceMemory k_cache_, v_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim] f16
+    DeviceMemory pages_;              // [n_seq][kv_.max_table()] the page tables
     DeviceMemory x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, partial_;
-    DeviceMemory tokens_;  // [max_tokens] token ids of a chunk
-    DeviceMemory io_;      // the decode step's token and position
+    DeviceMemory batch_;   // [4][max_tokens]: a chunk's token ids, positions, slots and output rows
+    DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys
     DeviceMemory inv_freq_;
-    std::unique_ptr<Pinned> io_host_, keys_host_, logits_host_;
+    std::unique_ptr<Pinned> io_host_, batch_host_, keys_host_, logits_host_;
     std::unique_ptr<cuda::PrefillGemm> gemm_;
     std::vector<LayerDev> layers_;
     Mat tok_embd_, output_;
     const float* output_norm_ = nullptr;
     std::vector<int32_t> rows_;
+    std::vector<RunDev> runs_;
     cudaGraphExec_t graph_ = nullptr;
     int64_t steps_ = 0;
     size_t n_out_ = 0;

@@ -232,12 +232,12 @@ __global__ void rope_kernel(float* x, int n, int n_heads, int head_dim, int pos0
 __global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, int n,
                                   int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
-                                  int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc) {
+                                  int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv) {
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
     const int per_token = n_head + 2 * n_head_kv;
     if (unit >= n * per_token) return;  // warp-uniform
     const int lane = threadIdx.x % 32, t = unit / per_token, u = unit % per_token;
-    const int pos = (pos_dev ? *pos_dev : pos0) + t;
+    const int pos = pos_dev ? pos_dev[t] : pos0 + t;
     const int kind = u < n_head ? 0 : u < n_head + n_head_kv ? 1 : 2;  // q, k, v
     const int head = kind == 0 ? u : kind == 1 ? u - n_head : u - n_head - n_head_kv;
     const int64_t kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
@@ -288,18 +288,25 @@ __global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict
             dst[j] = x0;
             dst[j + half] = x1;
         } else {
-            __half* dst = (kind == 1 ? kc : vc) + static_cast<int64_t>(pos) * kv_dim + static_cast<int64_t>(head) * head_dim;
+            __half* dst = (kind == 1 ? kc : vc) + kv_row(kv, t, pos) * kv_dim + static_cast<int64_t>(head) * head_dim;
             dst[j] = __float2half_rn(x0);
             dst[j + half] = __float2half_rn(x1);
         }
     }
 }
 
-__global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __half* vc, int64_t n) {
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int dim, float* __restrict__ out) {
+    const int i = blockIdx.y, d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (d < dim) out[static_cast<int64_t>(i) * dim + d] = x[static_cast<int64_t>(rows[i]) * dim + d];
+}
+
+__global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __half* vc, int64_t kv_dim, int pos0, KvMap kv) {
+    const int t = blockIdx.y;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) {
-        kc[i] = __float2half_rn(k[i]);
-        vc[i] = __float2half_rn(v[i]);
+    if (i < kv_dim) {
+        const int64_t at = kv_row(kv, t, pos0 + t) * kv_dim + i;
+        kc[at] = __float2half_rn(k[t * kv_dim + i]);
+        vc[at] = __float2half_rn(v[t * kv_dim + i]);
     }
 }
 
@@ -387,19 +394,27 @@ void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* in
     check_launch("rope");
 }
 
-void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int64_t n, cudaStream_t stream) {
-    store_kv_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(k, v, k_cache, v_cache, n);
+void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int n, int64_t kv_dim, int pos0, const KvMap& kv,
+              cudaStream_t stream) {
+    if (n <= 0) return;
+    store_kv_kernel<<<dim3(blocks_for(kv_dim, 256), static_cast<unsigned>(n)), 256, 0, stream>>>(k, v, k_cache, v_cache, kv_dim, pos0, kv);
     check_launch("store_kv");
 }
 
 void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
                 const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
-                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, cudaStream_t stream) {
+                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream) {
     if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
     qkv_finish_kernel<<<blocks_for(units, 4), 128, 0, stream>>>(q, k, v, n, n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm,
-                                                               eps, inv_freq, pos0, pos_dev, k_cache, v_cache);
+                                                               eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv);
     check_launch("qkv_finish");
+}
+
+void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream) {
+    if (n <= 0) return;
+    gather_rows_kernel<<<dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), 256, 0, stream>>>(x, rows, dim, out);
+    check_launch("gather_rows");
 }
 
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {

@@ -12,6 +12,25 @@
 
 namespace minfer::cuda {
 
+// Where the KV rows of a token's sequence live in one layer's cache ([rows][n_head_kv * head_dim] f16).
+// With `pages` null, row = position (one contiguous sequence). Otherwise the cache is paged (engine/ops.h,
+// pages of 1 << kKvPageShift positions): `pages` holds a page table of `stride` entries per sequence slot
+// on the device, token t's slot is slot[t] (slot0 when `slot` is null), and position p of it lives in
+// row pages[slot * stride + p >> kKvPageShift] << kKvPageShift | p % (1 << kKvPageShift).
+constexpr int kKvPageShift = 4;
+struct KvMap {
+    const int32_t* pages = nullptr;
+    const int32_t* slot = nullptr;
+    int slot0 = 0;
+    int stride = 0;
+};
+__device__ __forceinline__ int64_t kv_row(const KvMap& m, int t, int p) {
+    if (!m.pages) return p;
+    const int s = m.slot ? m.slot[t] : m.slot0;
+    return (static_cast<int64_t>(m.pages[static_cast<int64_t>(s) * m.stride + (p >> kKvPageShift)]) << kKvPageShift) |
+           (p & ((1 << kKvPageShift) - 1));
+}
+
 // True when the CUDA kernels compute with weights of type t.
 bool type_supported(quant::Type t);
 
@@ -53,30 +72,42 @@ void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, 
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);
 // NeoX rotary embedding in place; inv_freq[i] = base^(-2i/head_dim) in double, on the device.
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* inv_freq, cudaStream_t stream);
-// Converts n f32 values of k and of v to f16 into the caches.
-void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int64_t n, cudaStream_t stream);
-// Everything between the q/k/v projections and attention, for n tokens at positions p + t (p = *pos_dev
-// when pos_dev is not null, else pos0): q += bq, k += bk, v += bv (null: none), per-head RMS norm of q
-// and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written in place and k, v
-// as f16 into the cache rows p + t (caches [n_ctx][n_head_kv * head_dim] of one layer). head_dim <= 128.
+// Converts n rows of kv_dim f32 values of k and of v (token t at position pos0 + t) to f16 into the cache
+// rows kv_row(kv, t, pos0 + t).
+void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int n, int64_t kv_dim, int pos0, const KvMap& kv,
+              cudaStream_t stream);
+// Everything between the q/k/v projections and attention, for n tokens, token t at position pos_dev[t]
+// (read on the device) or, with pos_dev null, pos0 + t: q += bq, k += bk, v += bv (null: none), per-head
+// RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written in
+// place and k, v as f16 into the cache rows kv_row(kv, t, position) (caches of one layer). head_dim <= 128.
 void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
                 const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
-                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, cudaStream_t stream);
+                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream);
+// out[i][:] = x[rows[i]][:] for i < n (rows on the device), dim floats per row.
+void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream);
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
-// Attention of one layer. q: [n][n_head * head_dim] (token t at position pos0 + t), caches
-// [n_ctx][n_head_kv * head_dim] f16 holding positions 0 .. pos0 + n - 1 (16-byte aligned), out like q;
-// query head h uses KV head h / (n_head / n_head_kv). head_dim 64 or 128 (Qwen2 and Qwen3). `partial` is
-// scratch for the decode split: attention_partial_floats(n_head, n_head_kv, head_dim) floats, enough for
-// any context length.
+// Attention of one layer over one sequence. q: [n][n_head * head_dim] (token t at position pos0 + t),
+// caches of one layer (16-byte aligned) holding the sequence's positions 0 .. pos0 + n - 1 at the rows
+// kv_row(kv, 0, p), out like q; query head h uses KV head h / (n_head / n_head_kv). head_dim 64 or 128
+// (Qwen2 and Qwen3). `partial` is scratch for the decode split: attention_partial_floats(n_head,
+// n_head_kv, head_dim, 1) floats, enough for any context length.
 bool attention_head_dim_supported(int head_dim);
-int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim);
+// The decode split scratch of a decode launch of up to max_rows rows.
+int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int max_rows);
 // pos_dev (decode only, n = 1): the query's position is read on the device (*pos_dev; pos0 is ignored),
 // the launch covers the most chunks any length gets and the kernels find the split themselves, so one
 // launch serves every position (a CUDA graph replays it).
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
-               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr);
+               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr,
+               const KvMap& kv = KvMap{});
+// Decode attention of `rows` tokens, each the newest of its own sequence: row r (q and out rows r, as
+// above) is at position pos_dev[r] of slot kv.slot[r] (both on the device) and attends to its positions
+// 0 .. pos_dev[r]. One launch (and a combine) for all rows; `partial` holds
+// attention_partial_floats(n_head, n_head_kv, head_dim, rows) floats.
+void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
+                           int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv);
 
 // Argmax of each of `rows` rows of n_vocab logits, as keys: keys[r] = (order-preserving bits of the
 // largest logit) << 32 | (0xFFFFFFFF - its lowest index); NaN counts as -INFINITY (cuda/sampling.cu).

@@ -17,6 +17,7 @@
 #include "api/api_internal.h"
 #include "cpu/cpu_ops.h"
 #include "device/cuda_backend.h"
+#include "engine/kv_pool.h"
 #include "engine/ops.h"
 #include "engine/testing.h"
 #include "gguf/gguf.h"
@@ -207,8 +208,9 @@ struct Pair {
         : config(c) {
         file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
         cuda_model = device::cuda_load(*file, all_tensors(*file), s, 0);
-        cpu = minfer::cpu::make_ops(c, n_ctx);
-        gpu = device::cuda_make_ops(cuda_model, c, n_ctx, max_tokens);
+        const int64_t rows = int64_t{minfer::engine::KvPool::pages_for(n_ctx)} * minfer::engine::kKvPage;
+        cpu = minfer::cpu::make_ops(c, n_ctx, rows);
+        gpu = device::cuda_make_ops(cuda_model, c, n_ctx, rows, max_tokens);
         cpu->begin(0);
         gpu->begin(0);
     }
@@ -518,6 +520,10 @@ TEST_SUITE("cuda") {
             const int q_dim = c.n_head * hd, kv_dim = c.n_head_kv * hd;
             int pos = 0;
             uint64_t seed = 40;
+            // The KV cache is paged: a shuffled page table, so a position's row is not the position.
+            std::vector<int32_t> pages(static_cast<size_t>(minfer::engine::KvPool::pages_for(1024)));
+            for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
+            std::shuffle(pages.begin(), pages.end(), std::mt19937_64(seed));
             // A prefill that is not a multiple of the 16-query or 32-key tiles, single tokens (the decode
             // kernel, one chunk), prefills at an offset, then single tokens past 600 keys (several chunks).
             for (int n : {37, 1, 1, 100, 100, 100, 100, 100, 100, 1, 1, 70, 1}) {
@@ -527,10 +533,10 @@ TEST_SUITE("cuda") {
                 auto [kc, kg] = p.input(normal(static_cast<size_t>(n) * kv_dim, seed++));
                 auto [vc, vg] = p.input(normal(static_cast<size_t>(n) * kv_dim, seed++));
                 auto [oc, og] = p.output(static_cast<size_t>(n) * q_dim);
-                p.cpu->store_kv(0, pos, n, kc, vc);
-                p.gpu->store_kv(0, pos, n, kg, vg);
-                p.cpu->attention(0, qc, n, pos, oc);
-                p.gpu->attention(0, qg, n, pos, og);
+                p.cpu->store_kv(0, pages, pos, n, kc, vc);
+                p.gpu->store_kv(0, pages, pos, n, kg, vg);
+                p.cpu->attention(0, pages, qc, n, pos, oc);
+                p.gpu->attention(0, pages, qg, n, pos, og);
                 // The CUDA KV cache holds f16.
                 CHECK(rel_l2(p.read_gpu(og), p.read_cpu(oc)) < 2e-3);
                 pos += n;
@@ -566,14 +572,16 @@ TEST_SUITE("cuda") {
                 c.n_head_kv = sh.n_head_kv;
                 const int group = sh.n_head / sh.n_head_kv;
                 const size_t q_dim = static_cast<size_t>(sh.n_head) * hd, kv_dim = static_cast<size_t>(sh.n_head_kv) * hd;
-                auto gpu = device::cuda_make_ops(model, c, n_ctx, 1);
+                auto gpu = device::cuda_make_ops(model, c, n_ctx, n_ctx, 1);
+                std::vector<int32_t> pages(n_ctx / minfer::engine::kKvPage);
+                for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
                 gpu->begin(0);
                 // The whole cache up front: the query at position L - 1 must see exactly the keys 0 .. L-1.
                 std::vector<float> k = normal(n_ctx * kv_dim, seed++), v = normal(n_ctx * kv_dim, seed++);
                 const Buf kg = gpu->alloc(k.size()), vg = gpu->alloc(v.size());
                 gpu->write(k.data(), kg);
                 gpu->write(v.data(), vg);
-                gpu->store_kv(0, 0, n_ctx, kg, vg);
+                gpu->store_kv(0, pages, 0, n_ctx, kg, vg);
                 std::vector<uint16_t> k16(k.size()), v16(v.size());
                 for (size_t i = 0; i < k.size(); ++i) {  // what the f16 cache holds
                     k16[i] = quant::f32_to_f16(k[i]);
@@ -588,7 +596,7 @@ TEST_SUITE("cuda") {
                     const auto q = normal(q_dim, seed++, 0.0f, 2.0f);  // sd 2: a peaked softmax
                     gpu->write(q.data(), qg);
                     gpu->write(poison.data(), og);
-                    gpu->attention(0, qg, 1, L - 1, og);
+                    gpu->attention(0, pages, qg, 1, L - 1, og);
                     std::vector<float> out(q_dim);
                     gpu->read(og, out.data());
 
@@ -1003,7 +1011,7 @@ struct GpuModel {  // one CUDA model over a file, with the Ops of one context
     std::unique_ptr<Ops> ops;
     GpuModel(const minfer::gguf::File& f, const device::CudaSettings& s) {
         model = device::cuda_load(f, all_tensors(f), s, 0);
-        ops = device::cuda_make_ops(model, op_config(128), 256, 256);
+        ops = device::cuda_make_ops(model, op_config(128), 256, 256, 256);
         ops->begin(0);
     }
     std::vector<float> matmul(const Weight& w, const std::vector<float>& x, int n) {

@@ -19,11 +19,12 @@ using engine::Weight;
 
 class CpuOps final : public engine::Ops {
 public:
-    CpuOps(const model::Config& c, int n_ctx)
+    CpuOps(const model::Config& c, int n_ctx, int64_t kv_rows)
         : c_(c),
           n_ctx_(n_ctx),
+          kv_rows_(static_cast<size_t>(kv_rows)),
           kv_dim_(static_cast<size_t>(c.n_head_kv) * c.head_dim),
-          k_cache_(static_cast<size_t>(c.n_layer) * n_ctx * kv_dim_),
+          k_cache_(static_cast<size_t>(c.n_layer) * kv_rows_ * kv_dim_),
           v_cache_(k_cache_.size()),
           inv_freq_(engine::rope_inv_freq(c.rope_freq_base, c.head_dim)) {}
 
@@ -135,18 +136,24 @@ public:
         });
     }
 
-    void store_kv(int layer, int pos0, int n, Buf k, Buf v) override {
-        const size_t at = (static_cast<size_t>(layer) * n_ctx_ + static_cast<size_t>(pos0)) * kv_dim_;
-        std::memcpy(k_cache_.data() + at, k.data, static_cast<size_t>(n) * kv_dim_ * sizeof(float));
-        std::memcpy(v_cache_.data() + at, v.data, static_cast<size_t>(n) * kv_dim_ * sizeof(float));
+    void store_kv(int layer, engine::KvPages pages, int pos0, int n, Buf k, Buf v) override {
+        const size_t base = static_cast<size_t>(layer) * kv_rows_;
+        for (int t = 0; t < n; ++t) {
+            const size_t at = (base + engine::kv_row(pages, pos0 + t)) * kv_dim_, from = static_cast<size_t>(t) * kv_dim_;
+            std::memcpy(k_cache_.data() + at, k.data + from, kv_dim_ * sizeof(float));
+            std::memcpy(v_cache_.data() + at, v.data + from, kv_dim_ * sizeof(float));
+        }
     }
 
-    void attention(int layer, Buf q, int n, int pos0, Buf out) override {
+    void attention(int layer, engine::KvPages pages, Buf q, int n, int pos0, Buf out) override {
         const int hd = c_.head_dim, n_head = c_.n_head, group = c_.n_head / c_.n_head_kv;
         const size_t q_dim = static_cast<size_t>(n_head) * hd;
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const float* kl = k_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
-        const float* vl = v_cache_.data() + static_cast<size_t>(layer) * n_ctx_ * kv_dim_;
+        const float* kl = k_cache_.data() + static_cast<size_t>(layer) * kv_rows_ * kv_dim_;
+        const float* vl = v_cache_.data() + static_cast<size_t>(layer) * kv_rows_ * kv_dim_;
+        // Row of position j: page j / kKvPage of the table; within a page the rows are consecutive.
+        auto krow = [&](int j) { return kl + engine::kv_row(pages, j) * kv_dim_; };
+        auto vrow = [&](int j) { return vl + engine::kv_row(pages, j) * kv_dim_; };
         const quant::VecDotFn dot = quant::vec_dot_fn(quant::Type::F32);
         const quant::AxpyFn axpy = quant::axpy_fn();
         pool_->parallel_for(int64_t{n} * n_head, [&](int64_t task, int thread) {
@@ -156,7 +163,7 @@ public:
             float* sc = scores_.data() + static_cast<size_t>(thread) * n_ctx_;
             float mx = -std::numeric_limits<float>::infinity();
             for (int j = 0; j <= last; ++j) {
-                sc[j] = dot(hd, kl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, qv) * scale;
+                sc[j] = dot(hd, krow(j) + static_cast<size_t>(kvh) * hd, qv) * scale;
                 mx = std::max(mx, sc[j]);
             }
             double sum = 0;
@@ -167,7 +174,7 @@ public:
             const float inv = static_cast<float>(1.0 / sum);
             float* o = out.data + t * q_dim + static_cast<size_t>(h) * hd;
             std::fill(o, o + hd, 0.0f);
-            for (int j = 0; j <= last; ++j) axpy(hd, sc[j] * inv, vl + static_cast<size_t>(j) * kv_dim_ + static_cast<size_t>(kvh) * hd, o);
+            for (int j = 0; j <= last; ++j) axpy(hd, sc[j] * inv, vrow(j) + static_cast<size_t>(kvh) * hd, o);
         });
     }
 
@@ -197,10 +204,11 @@ public:
 
 private:
     model::Config c_;
-    int n_ctx_;
+    int n_ctx_;       // the most positions of one sequence
+    size_t kv_rows_;  // KV rows per layer: the pages of all sequences
     size_t kv_dim_;
-    std::vector<float> k_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
-    std::vector<float> v_cache_;  // [n_layer][n_ctx][n_head_kv * head_dim]
+    std::vector<float> k_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim]
+    std::vector<float> v_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim]
     std::vector<double> inv_freq_;  // [head_dim / 2] RoPE frequencies of c_
     std::unique_ptr<ThreadPool> pool_;
     std::vector<float> scores_;    // [threads][n_ctx] attention scores
@@ -214,6 +222,8 @@ namespace testing {
 void fail_next_forwards(int count) { t_faults = count; }
 }  // namespace testing
 
-std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx) { return std::make_unique<CpuOps>(config, n_ctx); }
+std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx, int64_t kv_rows) {
+    return std::make_unique<CpuOps>(config, n_ctx, kv_rows);
+}
 
 }  // namespace minfer::cpu

@@ -9,9 +9,9 @@
 
 namespace minfer::cpu {
 
-// Ops for one context of n_ctx tokens: allocates its KV cache (f32) now. Throws std::bad_alloc when the
-// cache does not fit.
-std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx);
+// Ops with a paged KV cache (f32) of kv_rows rows per layer, for sequences of up to n_ctx positions:
+// allocates the cache now. Throws std::bad_alloc when it does not fit.
+std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx, int64_t kv_rows);
 
 namespace testing {
 // Fault injection for the tests (not part of the library's interface: libminfer.so exports minfer_*

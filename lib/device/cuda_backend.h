@@ -112,13 +112,15 @@ PrefillPath cuda_prefill_path(const CudaModel& model);
 const char* cuda_gemm_name(const CudaModel& model);  // "own" or "cublas"
 double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 without one
 // engine::Ops on the GPU, the kernels one call at a time (tests compare each with the CPU backend's, and
-// run the plain forward over them): a KV cache (f16) for n_ctx tokens and scratch for max_tokens tokens,
-// allocated now. Throws Error (MINFER_ERR_OUT_OF_MEMORY with nothing leaked, MINFER_ERR_DEVICE).
+// run the plain forward over them): a paged KV cache (f16) of kv_rows rows per layer for sequences of up
+// to n_ctx positions, and scratch for max_tokens tokens, allocated now. Throws Error
+// (MINFER_ERR_OUT_OF_MEMORY with nothing leaked, MINFER_ERR_DEVICE).
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
-                                           int max_tokens);
-// The forward pass of one context (cuda/forward.cu): KV memory for shape.n_seq slots of shape.n_ctx
-// positions (f16), scratch for up to min(2048, n_ctx) tokens per chunk, decode steps through a CUDA graph
-// unless the `cuda_graph` option is off. Throws Error like cuda_make_ops. The model and plan must outlive it.
+                                           int64_t kv_rows, int max_tokens);
+// The forward pass of a context or a batch (cuda/forward.cu): a paged KV cache (f16) of shape.pages()
+// pages shared by shape.n_seq slots, scratch for up to 2048 tokens per chunk, decode steps of a one-slot
+// runner through a CUDA graph unless the `cuda_graph` option is off. Throws Error like cuda_make_ops. The
+// model and plan must outlive it.
 std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
                                                  const model::Plan& plan, const engine::RunnerShape& shape,
                                                  const options::Values& opts);

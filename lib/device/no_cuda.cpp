@@ -25,7 +25,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File&, const std::vector<const 
 PrefillPath cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; }
 const char* cuda_gemm_name(const CudaModel&) { return ""; }
 double cuda_warm_ms(const CudaModel&) { return 0.0; }
-std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int) { no_cuda(); }
+std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int64_t, int) { no_cuda(); }
 std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel>, const model::Config&, const model::Plan&,
                                                  const engine::RunnerShape&, const options::Values&) {
     no_cuda();

@@ -114,9 +114,10 @@ Context::Context(std::shared_ptr<Model> model) : model_(std::move(model)) {
     } else {
         const options::Values* opts = &model_->options();
         runner_ = make_ops_runner(
-            c, model_->plan(), shape, kMaxBatchCpu, [&](int n) { return cpu::make_ops(c, n); },
+            c, model_->plan(), shape, kMaxBatchCpu, [&](int n, int64_t rows) { return cpu::make_ops(c, n, rows); },
             [opts] { return opts->get(options::Id::threads); });
     }
+    runner_->kv().reserve(0, n_ctx_);  // a context's pool is its own: every position backed from the start
 }
 
 Context::~Context() = default;

@@ -21,8 +21,8 @@ Scratch make_scratch(Ops& ops, const model::Config& c, int max_tokens) {
     return s;
 }
 
-void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n, int pos0,
-             std::span<const int32_t> out_rows, float* logits) {
+void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n,
+             std::span<const Run> runs, std::span<const int32_t> out_rows, float* logits) {
     const size_t nt = static_cast<size_t>(n);
     const size_t d = static_cast<size_t>(c.n_embd);
     const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
@@ -53,10 +53,14 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
             ops.rms_norm(q, int64_t{n} * c.n_head, c.head_dim, Weight::of(L.q_norm), eps, q);
             ops.rms_norm(k, int64_t{n} * c.n_head_kv, c.head_dim, Weight::of(L.k_norm), eps, k);
         }
-        ops.rope(q, n, c.n_head, pos0);
-        ops.rope(k, n, c.n_head_kv, pos0);
-        ops.store_kv(il, pos0, n, k, v);
-        ops.attention(il, q, n, pos0, att);
+        for (const Run& r : runs) {  // each sequence over its own positions and KV cache
+            const size_t b = static_cast<size_t>(r.begin);
+            Buf rq = q.at(b * q_dim, r.n * q_dim), rk = k.at(b * kv_dim, r.n * kv_dim), rv = v.at(b * kv_dim, r.n * kv_dim);
+            ops.rope(rq, r.n, c.n_head, r.pos0);
+            ops.rope(rk, r.n, c.n_head_kv, r.pos0);
+            ops.store_kv(il, r.pages, r.pos0, r.n, rk, rv);
+            ops.attention(il, r.pages, rq, r.n, r.pos0, att.at(b * q_dim, r.n * q_dim));
+        }
         ops.matmul(Weight::of(L.wo), att, n, xb);
         ops.add(x, xb);
 

@@ -25,10 +25,18 @@ struct Scratch {
 
 Scratch make_scratch(Ops& ops, const model::Config& c, int max_tokens);
 
-// Runs n tokens (n <= scratch.max_tokens) of one sequence at positions pos0 .. pos0+n-1 through the
-// model, writing the KV cache, and copies the logits of the tokens `out_rows` (indices below n) to
+// A run of the tokens of a forward call: rows begin .. begin+n-1 are one sequence's positions pos0 ..
+// pos0+n-1, its KV cache at `pages`.
+struct Run {
+    KvPages pages;
+    int begin = 0, n = 0, pos0 = 0;
+};
+
+// Runs n tokens (n <= scratch.max_tokens), cut into runs of sequences, through the model: every matmul
+// takes all n tokens at once (each weight is read once per call), RoPE, the KV store and attention go
+// run by run. Writes the KV caches and copies the logits of the tokens `out_rows` (indices below n) to
 // `logits` ([out_rows.size()][n_vocab] floats, host memory).
-void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n, int pos0,
-             std::span<const int32_t> out_rows, float* logits);
+void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch& s, const int32_t* tokens, int n,
+             std::span<const Run> runs, std::span<const int32_t> out_rows, float* logits);
 
 }  // namespace minfer::engine

@@ -1,12 +1,13 @@
 // The backend seam. The forward pass (engine/forward.cpp) is written once per architecture in terms of
 // these operations; each backend implements them on its own memory: the CPU (lib/cpu/cpu_ops.cpp) and
-// CUDA (cuda/backend.cu). An Ops object belongs to one context: it owns that context's KV cache and
-// scratch buffers.
+// CUDA (cuda/backend.cu). An Ops object belongs to one runner (engine/ops_runner.h): it owns the KV
+// cache of the runner's sequences (paged, below) and its scratch buffers.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
@@ -49,6 +50,16 @@ inline std::vector<double> rope_inv_freq(double base, int head_dim) {
     return inv;
 }
 
+// KV memory is paged: a backend's KV cache holds `rows` positions per layer, in pages of kKvPage
+// consecutive rows, and each sequence has a page table (engine/kv_pool.h hands the pages out). Position p
+// of a sequence lives in row pages[p / kKvPage] * kKvPage + p % kKvPage.
+constexpr int kKvPageShift = 4;
+constexpr int kKvPage = 1 << kKvPageShift;
+using KvPages = std::span<const int32_t>;
+inline size_t kv_row(KvPages pages, int pos) {
+    return (static_cast<size_t>(pages[static_cast<size_t>(pos >> kKvPageShift)]) << kKvPageShift) | static_cast<size_t>(pos & (kKvPage - 1));
+}
+
 class Ops {
 public:
     virtual ~Ops() = default;
@@ -73,11 +84,12 @@ public:
     // angle (pos0 + t) * rope_inv_freq(...)[i] with the head_dim and base of the config the Ops were made
     // for (each backend keeps that table). x: [n][n_heads * head_dim]
     virtual void rope(Buf x, int n, int n_heads, int pos0) = 0;
-    // Writes k, v ([n][n_head_kv * head_dim]) into the cache of `layer` at positions pos0 .. pos0+n-1.
-    virtual void store_kv(int layer, int pos0, int n, Buf k, Buf v) = 0;
+    // Writes k, v ([n][n_head_kv * head_dim]) into the cache of `layer` at positions pos0 .. pos0+n-1 of
+    // the sequence whose page table is `pages` (covering those positions).
+    virtual void store_kv(int layer, KvPages pages, int pos0, int n, Buf k, Buf v) = 0;
     // Causal grouped-query attention of q ([n][n_head * head_dim], token t at position pos0 + t) over the
-    // cache of `layer`, positions 0 .. pos0+t. out: [n][n_head * head_dim]
-    virtual void attention(int layer, Buf q, int n, int pos0, Buf out) = 0;
+    // cache of `layer`, positions 0 .. pos0+t of the sequence of `pages`. out: [n][n_head * head_dim]
+    virtual void attention(int layer, KvPages pages, Buf q, int n, int pos0, Buf out) = 0;
     // gate[i] = silu(gate[i]) * up[i]
     virtual void swiglu(Buf gate, Buf up) = 0;
     // x[i] += y[i]

@@ -12,12 +12,10 @@ namespace {
 class OpsRunner final : public Runner {
 public:
     OpsRunner(const model::Config& c, const model::Plan& plan, const RunnerShape& shape, int max_tokens,
-              const std::function<std::unique_ptr<Ops>(int)>& make_ops, std::function<int64_t()> threads)
-        : c_(c), plan_(plan), shape_(shape), threads_(std::move(threads)) {
-        for (int i = 0; i < shape.n_seq; ++i) {
-            slots_.push_back(make_ops(shape.n_ctx));
-            scratch_.push_back(make_scratch(*slots_.back(), c, std::min(max_tokens, shape.n_ctx)));
-        }
+              const std::function<std::unique_ptr<Ops>(int, int64_t)>& make_ops, std::function<int64_t()> threads)
+        : c_(c), plan_(plan), shape_(shape), threads_(std::move(threads)), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
+        ops_ = make_ops(shape.n_ctx, int64_t{shape.pages()} * kKvPage);
+        scratch_ = make_scratch(*ops_, c, static_cast<int>(std::min<int64_t>(max_tokens, int64_t{shape.n_ctx} * shape.n_seq)));
         const size_t v = static_cast<size_t>(c.n_vocab) * static_cast<size_t>(shape.max_out);
         logits_.assign(v, 0.0f);
         pending_.assign(v, 0.0f);
@@ -28,37 +26,38 @@ public:
         if (b.pos.size() != n || b.seq.size() != n || b.out_rows.size() > static_cast<size_t>(shape_.max_out))
             fail(MINFER_ERR_INTERNAL, "forward: a batch of %zu tokens with %zu positions, %zu slots and %zu output rows", n,
                  b.pos.size(), b.seq.size(), b.out_rows.size());
+        for (size_t i = 0; i < n; ++i)
+            if (b.seq[i] < 0 || b.seq[i] >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= kv_.capacity(b.seq[i]))
+                fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d, which has no KV page", i, b.seq[i], b.pos[i]);
         const size_t nv = static_cast<size_t>(c_.n_vocab);
-        size_t out = 0;  // the next entry of b.out_rows
-        Ops* failed = nullptr;
+        const size_t chunk = static_cast<size_t>(scratch_.max_tokens);
         try {
-            for (auto& ops : slots_) ops->begin(threads_());
-            // Runs of one slot at consecutive positions, cut at the scratch size.
-            for (size_t i = 0; i < n;) {
-                const int slot = b.seq[i];
-                if (slot < 0 || slot >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= shape_.n_ctx)
-                    fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d", i, slot, b.pos[i]);
-                Scratch& s = scratch_[static_cast<size_t>(slot)];
-                size_t j = i + 1;
-                while (j < n && j - i < static_cast<size_t>(s.max_tokens) && b.seq[j] == slot && b.pos[j] == b.pos[j - 1] + 1 &&
-                       b.pos[j] < shape_.n_ctx)
-                    ++j;
+            ops_->begin(threads_());
+            size_t out = 0;  // the next entry of b.out_rows
+            for (size_t c0 = 0; c0 < n; c0 += chunk) {  // chunks of the scratch size, each cut in runs of one slot
+                const size_t c1 = std::min(n, c0 + chunk);
+                runs_.clear();
+                for (size_t i = c0; i < c1;) {
+                    size_t j = i + 1;
+                    while (j < c1 && b.seq[j] == b.seq[i] && b.pos[j] == b.pos[j - 1] + 1) ++j;
+                    runs_.push_back(Run{kv_.table(b.seq[i]), static_cast<int>(i - c0), static_cast<int>(j - i), b.pos[i]});
+                    i = j;
+                }
                 rows_.clear();
-                for (size_t k = out; k < b.out_rows.size() && static_cast<size_t>(b.out_rows[k]) < j; ++k)
-                    rows_.push_back(static_cast<int32_t>(b.out_rows[k] - static_cast<int32_t>(i)));
-                failed = slots_[static_cast<size_t>(slot)].get();
-                engine::forward(c_, plan_, *failed, s, b.tokens.data() + i, static_cast<int>(j - i), b.pos[i], rows_,
+                for (; out + rows_.size() < b.out_rows.size() && static_cast<size_t>(b.out_rows[out + rows_.size()]) < c1;)
+                    rows_.push_back(static_cast<int32_t>(static_cast<size_t>(b.out_rows[out + rows_.size()]) - c0));
+                engine::forward(c_, plan_, *ops_, scratch_, b.tokens.data() + c0, static_cast<int>(c1 - c0), runs_, rows_,
                                 pending_.data() + out * nv);
                 out += rows_.size();
-                i = j;
             }
+            n_out_pending_ = out;
         } catch (const Error& e) {
-            if (failed) failed->on_error(e);
+            ops_->on_error(e);
             throw;
         }
         logits_.swap(pending_);
-        n_out_ = out;
-        argmax_.assign(out, -2);
+        n_out_ = n_out_pending_;
+        argmax_.assign(n_out_, -2);
     }
 
     int32_t argmax(size_t i) override {
@@ -73,6 +72,8 @@ public:
         return std::span<const float>(logits_.data() + i * nv, nv);
     }
 
+    KvPool& kv() override { return kv_; }
+
 private:
     void check_row(size_t i) const {
         if (i >= n_out_) fail(MINFER_ERR_INTERNAL, "forward output %zu: the last call had %zu", i, n_out_);
@@ -82,18 +83,20 @@ private:
     const model::Plan& plan_;
     RunnerShape shape_;
     std::function<int64_t()> threads_;
-    std::vector<std::unique_ptr<Ops>> slots_;
-    std::vector<Scratch> scratch_;
+    KvPool kv_;
+    std::unique_ptr<Ops> ops_;
+    Scratch scratch_;
     std::vector<float> logits_, pending_;  // [max_out][n_vocab]: the last call's, and the one in progress
     std::vector<int32_t> argmax_;          // per output row; -2 until asked
     std::vector<int32_t> rows_;
-    size_t n_out_ = 0;
+    std::vector<Run> runs_;
+    size_t n_out_ = 0, n_out_pending_ = 0;
 };
 
 }  // namespace
 
 std::unique_ptr<Runner> make_ops_runner(const model::Config& config, const model::Plan& plan, const RunnerShape& shape,
-                                        int max_tokens, const std::function<std::unique_ptr<Ops>(int)>& make_ops,
+                                        int max_tokens, const std::function<std::unique_ptr<Ops>(int, int64_t)>& make_ops,
                                         std::function<int64_t()> threads) {
     return std::make_unique<OpsRunner>(config, plan, shape, max_tokens, make_ops, std::move(threads));
 }

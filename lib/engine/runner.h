@@ -3,15 +3,18 @@
 // bottom like the model's math); the CUDA backend runs its own loop in cuda/forward.cu (fused kernels, a
 // CUDA graph per decode step, the greedy choice made on the GPU).
 //
-// A Runner holds the KV memory of `n_seq` sequence slots of n_ctx positions each, plus the scratch of
-// one forward call; a context is a runner with one slot and its own sampler. A batch lists tokens with
-// their slot and position, so several sequences can share one call (continuous batching builds on this).
+// A Runner holds the KV memory of `n_seq` sequence slots, paged (engine/kv_pool.h: the slots share one
+// pool of pages, each slot holds up to n_ctx positions), plus the scratch of one forward call; a context
+// is a runner with one slot and its own sampler, a batch (engine/batch.h) one with many. A batch lists
+// tokens with their slot and position, so several sequences share one call: each weight is read once for
+// all of their tokens.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 
+#include "engine/kv_pool.h"
 #include "model/config.h"
 #include "options/options.h"
 
@@ -29,7 +32,8 @@ public:
     virtual ~Runner() = default;
 
     // Runs the batch: each token attends to the positions 0 .. pos of its slot (the earlier ones written
-    // by earlier calls or earlier in this batch) and writes its K/V at (slot, pos). Throws Error. On
+    // by earlier calls or earlier in this batch) and writes its K/V at (slot, pos); every position must be
+    // backed by the slot's pages (kv().reserve first). The tokens of one slot come in position order. Throws Error. On
     // success the outputs of `out_rows` replace the previous ones; when the call fails they are left as
     // they were (a device fault poisons the CUDA model instead: no later call succeeds).
     virtual void forward(const Batch& batch) = 0;
@@ -40,12 +44,18 @@ public:
     virtual int32_t argmax(size_t i) = 0;
     // its n_vocab logits, in host memory owned by the runner and valid until the next call on it.
     virtual std::span<const float> logits(size_t i) = 0;
+
+    // The page bookkeeping of the KV cache.
+    virtual KvPool& kv() = 0;
 };
 
 struct RunnerShape {
     int n_ctx = 0;    // positions per sequence slot
     int n_seq = 1;    // sequence slots
     int max_out = 1;  // output rows per forward call
+    int kv_pages = 0; // pages of the KV pool; 0: every slot's n_ctx positions (KvPool::pages_for(n_ctx) * n_seq)
+
+    int pages() const { return kv_pages > 0 ? kv_pages : KvPool::pages_for(n_ctx) * n_seq; }
 };
 
 }  // namespace minfer::engine
