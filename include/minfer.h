@@ -404,11 +404,98 @@ MINFER_API minfer_status minfer_context_set_stop_strings(minfer_context* ctx, co
 typedef enum minfer_stop_reason {
     MINFER_STOP_NONE = 0,
     MINFER_STOP_EOG = 1,    /* the last decoded token ends generation (minfer_token_is_eog) */
-    MINFER_STOP_STRING = 2  /* the generated text now contains a stop string */
+    MINFER_STOP_STRING = 2, /* the generated text now contains a stop string */
+    MINFER_STOP_LENGTH = 3  /* batch sequences: max_tokens reached, or the sequence's positions are used up */
 } minfer_stop_reason;
 /* Why the last minfer_decode says generation should stop; MINFER_STOP_NONE after a prefill. Any
  * thread, at any time (see "Thread safety"). */
 MINFER_API minfer_stop_reason minfer_context_stop_reason(const minfer_context* ctx);
+
+/* ---- batches: many sequences in one forward pass ---------------------------------------------- */
+
+/*
+ * A batch serves many sequences of one model at once (continuous batching). Sequences join with their
+ * prompt and settings (minfer_batch_add) and wait in a queue; each minfer_batch_step runs ONE forward pass
+ * over every active sequence - a decode token of each running sequence plus prefill chunks of newly
+ * admitted ones, within max_step_tokens - and reports each sequence's new token, the text it completes and
+ * whether it finished. Each weight is read once per step for all sequences, so the aggregate speed grows
+ * with the number of sequences. KV memory is one pool of pages shared by the sequences (kv_tokens
+ * positions): many short and a few long sequences fit together. A sequence that needs memory when the pool
+ * has none fails alone (its event carries MINFER_ERR_OUT_OF_MEMORY) and the others go on; a sequence is
+ * admitted only when the free pages hold its prompt.
+ *
+ * Threads: minfer_batch_add, minfer_batch_cancel and minfer_batch_stats may be called from any thread at
+ * any time, also while another thread steps. minfer_batch_step is called by one thread at a time (a
+ * second concurrent call returns MINFER_ERR_BUSY); a service typically runs one stepping thread and adds
+ * and cancels from its request handlers. minfer_batch_free must not race any other call on the batch.
+ * A batch keeps its model alive; the single-context API keeps working alongside it.
+ */
+typedef struct minfer_batch minfer_batch;
+
+typedef struct minfer_batch_params {
+    uint32_t size;            /* sizeof(minfer_batch_params) */
+    int32_t max_sequences;    /* default 64: sequences in a forward pass at once (1 .. 4096) */
+    int32_t max_queue;        /* default 256: sequences waiting for a place; minfer_batch_add beyond: BUSY */
+    int32_t max_step_tokens;  /* default 512: tokens per forward pass, >= max_sequences */
+    int32_t n_ctx;            /* default 0: the model's ctx_len option; the most positions of one sequence */
+    int64_t kv_tokens;        /* default 0: max(n_ctx, 256 * max_sequences); positions of the shared KV pool */
+} minfer_batch_params;
+MINFER_API void minfer_batch_params_init(minfer_batch_params* params);
+/* Allocates the KV pool and scratch now (MINFER_ERR_OUT_OF_MEMORY when they do not fit). */
+MINFER_API minfer_status minfer_batch_create(minfer_model* model, const minfer_batch_params* params, minfer_batch** out);
+/* Ends every sequence without reporting them. NULL is a no-op. */
+MINFER_API void minfer_batch_free(minfer_batch* batch);
+
+typedef struct minfer_sequence_params {
+    uint32_t size;                         /* sizeof(minfer_sequence_params) */
+    const int32_t* prompt;                 /* the prompt's token ids (copied) */
+    size_t n_prompt;                       /* >= 1, at most n_ctx */
+    int32_t max_tokens;                    /* default 0: until the sequence's n_ctx positions are used */
+    const minfer_sampler_params* sampler;  /* default NULL: greedy; else validated as by minfer_context_set_sampler */
+    const char* const* stops;              /* stop strings (copied); the text stops before the first one found */
+    size_t n_stops;
+} minfer_sequence_params;
+MINFER_API void minfer_sequence_params_init(minfer_sequence_params* params);
+/* Queues a sequence; *id_out receives its id (never 0). MINFER_ERR_BUSY when the queue is full;
+ * MINFER_ERR_INVALID_ARGUMENT for an empty prompt, a token outside the vocabulary, a prompt longer than
+ * n_ctx or the pool, bad sampler settings or an empty stop string. Nothing is queued on error. */
+MINFER_API minfer_status minfer_batch_add(minfer_batch* batch, const minfer_sequence_params* params, uint64_t* id_out);
+/* Cancels a queued or running sequence; the next step frees its memory and reports it (finished,
+ * MINFER_ERR_CANCELLED). MINFER_ERR_NOT_FOUND for an id that is unknown or already finished. */
+MINFER_API minfer_status minfer_batch_cancel(minfer_batch* batch, uint64_t id);
+
+typedef struct minfer_batch_event {
+    uint64_t id;               /* the sequence */
+    int32_t token;             /* the new token; -1 when the event has none (cancelled, failed) */
+    int32_t finished;          /* 1: the sequence is over and its id is forgotten */
+    minfer_stop_reason reason; /* when finished with MINFER_OK: EOG, STRING or LENGTH */
+    minfer_status status;      /* MINFER_OK, or why the sequence ended: CANCELLED, OUT_OF_MEMORY, ... */
+    const char* text;          /* UTF-8 text this token completes, whole characters only, NUL-terminated */
+    size_t text_len;           /* (it may hold NUL bytes: use text_len); text that may start a stop string is
+                                  held back and comes with a later event */
+    const char* error;         /* the message when status != MINFER_OK, else "" */
+} minfer_batch_event;
+/* Runs one step and writes its events (at most cap; the rest come first at the next call, which then runs
+ * no forward pass). When no sequence is queued or running it waits up to wait_ms milliseconds for one
+ * (0: returns at once) and *n_out may be 0. Event strings are valid until the next call on the batch.
+ * A failed forward pass fails the sequences in it (their events carry the status) and the step returns
+ * MINFER_OK; the call itself fails only for bad arguments or MINFER_ERR_BUSY. */
+MINFER_API minfer_status minfer_batch_step(minfer_batch* batch, int32_t wait_ms, minfer_batch_event* events, size_t cap,
+                                           size_t* n_out);
+
+typedef struct minfer_batch_stats {
+    uint32_t size;                /* sizeof(minfer_batch_stats) */
+    int32_t active;               /* sequences with a place in the forward passes */
+    int32_t queued;               /* sequences waiting for one */
+    int32_t last_step_tokens;     /* tokens in the last forward pass */
+    int32_t last_step_sequences;  /* sequences in it */
+    int32_t kv_pages;             /* pages of 16 positions in the KV pool */
+    int32_t kv_pages_free;
+    uint64_t steps;               /* forward passes run */
+    uint64_t tokens_generated;    /* tokens sampled */
+} minfer_batch_stats;
+/* Any thread, any time. `out->size` must be set to sizeof(minfer_batch_stats). */
+MINFER_API minfer_status minfer_batch_stats_get(const minfer_batch* batch, minfer_batch_stats* out);
 
 /* ---- synthetic models ----------------------------------------------------------------------- */
 

@@ -115,8 +115,53 @@ typedef struct minfer_sampler_params {
 typedef enum minfer_stop_reason {
     MINFER_STOP_NONE = 0,
     MINFER_STOP_EOG = 1,
-    MINFER_STOP_STRING = 2
+    MINFER_STOP_STRING = 2,
+    MINFER_STOP_LENGTH = 3
 } minfer_stop_reason;
+
+typedef struct minfer_batch minfer_batch;
+
+typedef struct minfer_batch_params {
+    uint32_t size;
+    int32_t max_sequences;
+    int32_t max_queue;
+    int32_t max_step_tokens;
+    int32_t n_ctx;
+    int64_t kv_tokens;
+} minfer_batch_params;
+
+typedef struct minfer_sequence_params {
+    uint32_t size;
+    const int32_t* prompt;
+    size_t n_prompt;
+    int32_t max_tokens;
+    const minfer_sampler_params* sampler;
+    const char* const* stops;
+    size_t n_stops;
+} minfer_sequence_params;
+
+typedef struct minfer_batch_event {
+    uint64_t id;
+    int32_t token;
+    int32_t finished;
+    minfer_stop_reason reason;
+    minfer_status status;
+    const char* text;
+    size_t text_len;
+    const char* error;
+} minfer_batch_event;
+
+typedef struct minfer_batch_stats {
+    uint32_t size;
+    int32_t active;
+    int32_t queued;
+    int32_t last_step_tokens;
+    int32_t last_step_sequences;
+    int32_t kv_pages;
+    int32_t kv_pages_free;
+    uint64_t steps;
+    uint64_t tokens_generated;
+} minfer_batch_stats;
 
 /* The functions of the header, for the linked build. */
 const char* minfer_version(void);
@@ -190,6 +235,14 @@ minfer_status minfer_context_set_logit_bias(minfer_context* ctx, int32_t token, 
 minfer_status minfer_context_clear_logit_bias(minfer_context* ctx);
 minfer_status minfer_context_set_stop_strings(minfer_context* ctx, const char* const* stops, size_t n);
 minfer_stop_reason minfer_context_stop_reason(const minfer_context* ctx);
+void minfer_batch_params_init(minfer_batch_params* params);
+minfer_status minfer_batch_create(minfer_model* model, const minfer_batch_params* params, minfer_batch** out);
+void minfer_batch_free(minfer_batch* batch);
+void minfer_sequence_params_init(minfer_sequence_params* params);
+minfer_status minfer_batch_add(minfer_batch* batch, const minfer_sequence_params* params, uint64_t* id_out);
+minfer_status minfer_batch_cancel(minfer_batch* batch, uint64_t id);
+minfer_status minfer_batch_step(minfer_batch* batch, int32_t wait_ms, minfer_batch_event* events, size_t cap, size_t* n_out);
+minfer_status minfer_batch_stats_get(const minfer_batch* batch, minfer_batch_stats* out);
 minfer_status minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed);
 minfer_status minfer_synth_vocab(const char* path, const char* preset, const char* mix, uint64_t seed, const char* tokenizer_json, const char* tokenizer_config_json);
 size_t minfer_synth_preset_count(void);
@@ -268,6 +321,14 @@ typedef struct minfer_go_api {
     minfer_status (*minfer_context_clear_logit_bias)(minfer_context* ctx);
     minfer_status (*minfer_context_set_stop_strings)(minfer_context* ctx, const char* const* stops, size_t n);
     minfer_stop_reason (*minfer_context_stop_reason)(const minfer_context* ctx);
+    void (*minfer_batch_params_init)(minfer_batch_params* params);
+    minfer_status (*minfer_batch_create)(minfer_model* model, const minfer_batch_params* params, minfer_batch** out);
+    void (*minfer_batch_free)(minfer_batch* batch);
+    void (*minfer_sequence_params_init)(minfer_sequence_params* params);
+    minfer_status (*minfer_batch_add)(minfer_batch* batch, const minfer_sequence_params* params, uint64_t* id_out);
+    minfer_status (*minfer_batch_cancel)(minfer_batch* batch, uint64_t id);
+    minfer_status (*minfer_batch_step)(minfer_batch* batch, int32_t wait_ms, minfer_batch_event* events, size_t cap, size_t* n_out);
+    minfer_status (*minfer_batch_stats_get)(const minfer_batch* batch, minfer_batch_stats* out);
     minfer_status (*minfer_synth)(const char* path, const char* preset, const char* mix, uint64_t seed);
     minfer_status (*minfer_synth_vocab)(const char* path, const char* preset, const char* mix, uint64_t seed, const char* tokenizer_json, const char* tokenizer_config_json);
     size_t (*minfer_synth_preset_count)(void);
@@ -569,6 +630,40 @@ static inline minfer_status go_minfer_context_set_stop_strings(minfer_context* c
 }
 static inline minfer_stop_reason go_minfer_context_stop_reason(const minfer_context* ctx) {
     return MINFER_GO_FN(minfer_context_stop_reason)(ctx);
+}
+static inline void go_minfer_batch_params_init(minfer_batch_params* params) {
+    MINFER_GO_FN(minfer_batch_params_init)(params);
+}
+static inline minfer_status go_minfer_batch_create(minfer_model* model, const minfer_batch_params* params, minfer_batch** out, char** err) {
+    minfer_status st = MINFER_GO_FN(minfer_batch_create)(model, params, out);
+    if (st != MINFER_OK) *err = minfer_go_last_error();
+    return st;
+}
+static inline void go_minfer_batch_free(minfer_batch* batch) {
+    MINFER_GO_FN(minfer_batch_free)(batch);
+}
+static inline void go_minfer_sequence_params_init(minfer_sequence_params* params) {
+    MINFER_GO_FN(minfer_sequence_params_init)(params);
+}
+static inline minfer_status go_minfer_batch_add(minfer_batch* batch, const minfer_sequence_params* params, uint64_t* id_out, char** err) {
+    minfer_status st = MINFER_GO_FN(minfer_batch_add)(batch, params, id_out);
+    if (st != MINFER_OK) *err = minfer_go_last_error();
+    return st;
+}
+static inline minfer_status go_minfer_batch_cancel(minfer_batch* batch, uint64_t id, char** err) {
+    minfer_status st = MINFER_GO_FN(minfer_batch_cancel)(batch, id);
+    if (st != MINFER_OK) *err = minfer_go_last_error();
+    return st;
+}
+static inline minfer_status go_minfer_batch_step(minfer_batch* batch, int32_t wait_ms, minfer_batch_event* events, size_t cap, size_t* n_out, char** err) {
+    minfer_status st = MINFER_GO_FN(minfer_batch_step)(batch, wait_ms, events, cap, n_out);
+    if (st != MINFER_OK) *err = minfer_go_last_error();
+    return st;
+}
+static inline minfer_status go_minfer_batch_stats_get(const minfer_batch* batch, minfer_batch_stats* out, char** err) {
+    minfer_status st = MINFER_GO_FN(minfer_batch_stats_get)(batch, out);
+    if (st != MINFER_OK) *err = minfer_go_last_error();
+    return st;
 }
 static inline minfer_status go_minfer_synth(const char* path, const char* preset, const char* mix, uint64_t seed, char** err) {
     minfer_status st = MINFER_GO_FN(minfer_synth)(path, preset, mix, seed);

@@ -118,6 +118,62 @@ pub type minfer_stop_reason = c_uint;
 pub const MINFER_STOP_NONE: minfer_stop_reason = 0;
 pub const MINFER_STOP_EOG: minfer_stop_reason = 1;
 pub const MINFER_STOP_STRING: minfer_stop_reason = 2;
+pub const MINFER_STOP_LENGTH: minfer_stop_reason = 3;
+
+#[repr(C)]
+pub struct minfer_batch {
+    _opaque: [u8; 0],
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct minfer_batch_params {
+    pub size: u32,
+    pub max_sequences: i32,
+    pub max_queue: i32,
+    pub max_step_tokens: i32,
+    pub n_ctx: i32,
+    pub kv_tokens: i64,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct minfer_sequence_params {
+    pub size: u32,
+    pub prompt: *const i32,
+    pub n_prompt: usize,
+    pub max_tokens: i32,
+    pub sampler: *const minfer_sampler_params,
+    pub stops: *const *const c_char,
+    pub n_stops: usize,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct minfer_batch_event {
+    pub id: u64,
+    pub token: i32,
+    pub finished: i32,
+    pub reason: minfer_stop_reason,
+    pub status: minfer_status,
+    pub text: *const c_char,
+    pub text_len: usize,
+    pub error: *const c_char,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct minfer_batch_stats {
+    pub size: u32,
+    pub active: i32,
+    pub queued: i32,
+    pub last_step_tokens: i32,
+    pub last_step_sequences: i32,
+    pub kv_pages: i32,
+    pub kv_pages_free: i32,
+    pub steps: u64,
+    pub tokens_generated: u64,
+}
 
 /// The functions of the header, one pointer each.
 #[derive(Clone, Copy)]
@@ -193,6 +249,14 @@ pub struct Api {
     pub minfer_context_clear_logit_bias: unsafe extern "C" fn(*mut minfer_context) -> minfer_status,
     pub minfer_context_set_stop_strings: unsafe extern "C" fn(*mut minfer_context, *const *const c_char, usize) -> minfer_status,
     pub minfer_context_stop_reason: unsafe extern "C" fn(*const minfer_context) -> minfer_stop_reason,
+    pub minfer_batch_params_init: unsafe extern "C" fn(*mut minfer_batch_params),
+    pub minfer_batch_create: unsafe extern "C" fn(*mut minfer_model, *const minfer_batch_params, *mut *mut minfer_batch) -> minfer_status,
+    pub minfer_batch_free: unsafe extern "C" fn(*mut minfer_batch),
+    pub minfer_sequence_params_init: unsafe extern "C" fn(*mut minfer_sequence_params),
+    pub minfer_batch_add: unsafe extern "C" fn(*mut minfer_batch, *const minfer_sequence_params, *mut u64) -> minfer_status,
+    pub minfer_batch_cancel: unsafe extern "C" fn(*mut minfer_batch, u64) -> minfer_status,
+    pub minfer_batch_step: unsafe extern "C" fn(*mut minfer_batch, i32, *mut minfer_batch_event, usize, *mut usize) -> minfer_status,
+    pub minfer_batch_stats_get: unsafe extern "C" fn(*const minfer_batch, *mut minfer_batch_stats) -> minfer_status,
     pub minfer_synth: unsafe extern "C" fn(*const c_char, *const c_char, *const c_char, u64) -> minfer_status,
     pub minfer_synth_vocab: unsafe extern "C" fn(*const c_char, *const c_char, *const c_char, u64, *const c_char, *const c_char) -> minfer_status,
     pub minfer_synth_preset_count: unsafe extern "C" fn() -> usize,
@@ -288,6 +352,14 @@ impl Api {
             minfer_context_clear_logit_bias: sym!("minfer_context_clear_logit_bias"),
             minfer_context_set_stop_strings: sym!("minfer_context_set_stop_strings"),
             minfer_context_stop_reason: sym!("minfer_context_stop_reason"),
+            minfer_batch_params_init: sym!("minfer_batch_params_init"),
+            minfer_batch_create: sym!("minfer_batch_create"),
+            minfer_batch_free: sym!("minfer_batch_free"),
+            minfer_sequence_params_init: sym!("minfer_sequence_params_init"),
+            minfer_batch_add: sym!("minfer_batch_add"),
+            minfer_batch_cancel: sym!("minfer_batch_cancel"),
+            minfer_batch_step: sym!("minfer_batch_step"),
+            minfer_batch_stats_get: sym!("minfer_batch_stats_get"),
             minfer_synth: sym!("minfer_synth"),
             minfer_synth_vocab: sym!("minfer_synth_vocab"),
             minfer_synth_preset_count: sym!("minfer_synth_preset_count"),
@@ -370,6 +442,14 @@ impl Api {
             minfer_context_clear_logit_bias: linked::minfer_context_clear_logit_bias,
             minfer_context_set_stop_strings: linked::minfer_context_set_stop_strings,
             minfer_context_stop_reason: linked::minfer_context_stop_reason,
+            minfer_batch_params_init: linked::minfer_batch_params_init,
+            minfer_batch_create: linked::minfer_batch_create,
+            minfer_batch_free: linked::minfer_batch_free,
+            minfer_sequence_params_init: linked::minfer_sequence_params_init,
+            minfer_batch_add: linked::minfer_batch_add,
+            minfer_batch_cancel: linked::minfer_batch_cancel,
+            minfer_batch_step: linked::minfer_batch_step,
+            minfer_batch_stats_get: linked::minfer_batch_stats_get,
             minfer_synth: linked::minfer_synth,
             minfer_synth_vocab: linked::minfer_synth_vocab,
             minfer_synth_preset_count: linked::minfer_synth_preset_count,
@@ -455,6 +535,14 @@ pub mod linked {
         pub fn minfer_context_clear_logit_bias(ctx: *mut minfer_context) -> minfer_status;
         pub fn minfer_context_set_stop_strings(ctx: *mut minfer_context, stops: *const *const c_char, n: usize) -> minfer_status;
         pub fn minfer_context_stop_reason(ctx: *const minfer_context) -> minfer_stop_reason;
+        pub fn minfer_batch_params_init(params: *mut minfer_batch_params);
+        pub fn minfer_batch_create(model: *mut minfer_model, params: *const minfer_batch_params, out: *mut *mut minfer_batch) -> minfer_status;
+        pub fn minfer_batch_free(batch: *mut minfer_batch);
+        pub fn minfer_sequence_params_init(params: *mut minfer_sequence_params);
+        pub fn minfer_batch_add(batch: *mut minfer_batch, params: *const minfer_sequence_params, id_out: *mut u64) -> minfer_status;
+        pub fn minfer_batch_cancel(batch: *mut minfer_batch, id: u64) -> minfer_status;
+        pub fn minfer_batch_step(batch: *mut minfer_batch, wait_ms: i32, events: *mut minfer_batch_event, cap: usize, n_out: *mut usize) -> minfer_status;
+        pub fn minfer_batch_stats_get(batch: *const minfer_batch, out: *mut minfer_batch_stats) -> minfer_status;
         pub fn minfer_synth(path: *const c_char, preset: *const c_char, mix: *const c_char, seed: u64) -> minfer_status;
         pub fn minfer_synth_vocab(path: *const c_char, preset: *const c_char, mix: *const c_char, seed: u64, tokenizer_json: *const c_char, tokenizer_config_json: *const c_char) -> minfer_status;
         pub fn minfer_synth_preset_count() -> usize;

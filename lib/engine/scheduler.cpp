@@ -1,0 +1,391 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "cpu/cpu_ops.h"
+#include "device/device.h"
+#include "engine/ops_runner.h"
+
+namespace minfer::engine {
+
+struct Scheduler::Seq {
+    uint64_t id = 0;
+    std::vector<int32_t> prompt;
+    int32_t max_tokens = 0;
+    sampling::Sampler sampler;
+    bool greedy = true;
+    std::vector<std::string> stops;
+    int slot = -1;
+    int n_past = 0;            // positions in the KV cache
+    size_t fed = 0;            // prompt tokens in the KV cache
+    int feeding = 0;           // tokens of this sequence in the current forward
+    int32_t next = -1;         // the sampled token the next forward feeds; -1 while reading the prompt
+    int32_t n_generated = 0;
+    std::vector<int32_t> history;  // the tokens in the KV cache, oldest first (for penalties)
+    tokenizer::StreamDecoder decoder;
+    std::string held;          // decoded text kept back: it may be the start of a stop string
+    bool cancelled = false, done = false;
+};
+
+namespace {
+constexpr int kMaxBatchCpu = 256;  // tokens per CPU forward of the plain loop (as a context's)
+}
+
+Scheduler::Scheduler(std::shared_ptr<Model> model, const BatchParams& params) : model_(std::move(model)), params_(params) {
+    const model::Config& c = model_->config();
+    if (params_.max_sequences < 1 || params_.max_sequences > 4096)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_sequences = %d is outside [1, 4096]", params_.max_sequences);
+    if (params_.max_queue < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_queue = %d is negative", params_.max_queue);
+    if (params_.max_step_tokens < params_.max_sequences)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_step_tokens = %d is less than max_sequences = %d (each sequence needs a token per step)",
+             params_.max_step_tokens, params_.max_sequences);
+    const int64_t len = params_.n_ctx > 0 ? params_.n_ctx : model_->options().get(options::Id::ctx_len);
+    n_ctx_ = static_cast<int>(len == 0 ? c.n_ctx_train : len);
+    if (n_ctx_ < 1) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: n_ctx = %d", n_ctx_);
+    if (params_.kv_tokens < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: kv_tokens = %lld is negative", static_cast<long long>(params_.kv_tokens));
+    const int64_t kv_tokens = params_.kv_tokens > 0 ? params_.kv_tokens : std::max<int64_t>(n_ctx_, int64_t{256} * params_.max_sequences);
+    if (kv_tokens > (int64_t{1} << 30)) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: kv_tokens = %lld is too large", static_cast<long long>(kv_tokens));
+
+    RunnerShape shape;
+    shape.n_ctx = n_ctx_;
+    shape.n_seq = params_.max_sequences;
+    shape.max_out = params_.max_sequences;
+    shape.kv_pages = KvPool::pages_for(kv_tokens);
+    if (model_->backend() == Backend::cuda) {
+        runner_ = device::cuda_make_runner(model_->cuda(), c, model_->plan(), shape, model_->options());
+    } else {
+        const options::Values* opts = &model_->options();
+        runner_ = make_ops_runner(
+            c, model_->plan(), shape, std::max(kMaxBatchCpu, params_.max_step_tokens),
+            [&](int n, int64_t rows) { return cpu::make_ops(c, n, rows); }, [opts] { return opts->get(options::Id::threads); });
+    }
+    for (int s = params_.max_sequences - 1; s >= 0; --s) free_slots_.push_back(s);
+    try {
+        tok_ = &model_->tokenizer();
+    } catch (const Error&) {
+        tok_ = nullptr;  // token ids only: no text, no stop strings
+    }
+    stats_.kv_pages = stats_.kv_pages_free = runner_->kv().n_pages();
+    log_line(model_->log_level(), MINFER_LOG_INFO, "batch: %d sequences of up to %d positions, KV pool of %d positions, %d tokens per step",
+             params_.max_sequences, n_ctx_, runner_->kv().n_pages() * kKvPage, params_.max_step_tokens);
+}
+
+Scheduler::~Scheduler() = default;
+
+uint64_t Scheduler::add(SequenceSpec spec) {
+    const int32_t n_vocab = model_->config().n_vocab;
+    if (spec.prompt.empty()) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: the prompt is empty");
+    for (size_t i = 0; i < spec.prompt.size(); ++i)
+        if (spec.prompt[i] < 0 || spec.prompt[i] >= n_vocab)
+            fail(MINFER_ERR_INVALID_ARGUMENT, "batch: prompt token %d at index %zu is outside the vocabulary [0, %d)", spec.prompt[i], i, n_vocab);
+    if (spec.prompt.size() > static_cast<size_t>(n_ctx_))
+        fail(MINFER_ERR_INVALID_ARGUMENT, "batch: a prompt of %zu tokens does not fit a sequence of %d positions", spec.prompt.size(), n_ctx_);
+    const int pool = stats_.kv_pages;  // constant after construction
+    if (KvPool::pages_for(static_cast<int64_t>(spec.prompt.size())) > pool)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "batch: a prompt of %zu tokens does not fit the KV pool of %d positions", spec.prompt.size(),
+             pool * kKvPage);
+    if (spec.max_tokens < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_tokens = %d is negative", spec.max_tokens);
+    for (const std::string& s : spec.stops)
+        if (s.empty()) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: an empty stop string would stop at once");
+    if (!spec.stops.empty() && !tok_) model_->tokenizer();  // throws: stop strings need the vocabulary's text
+
+    auto s = std::make_unique<Seq>();
+    if (spec.sampler.size != 0) s->sampler.configure(spec.sampler);  // validates; throws naming the field
+    s->greedy = s->sampler.greedy_only();
+    s->prompt = std::move(spec.prompt);
+    s->max_tokens = spec.max_tokens;
+    s->stops = std::move(spec.stops);
+    s->history.reserve(s->prompt.size() + 64);
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stats_.queued >= params_.max_queue)
+        fail(MINFER_ERR_BUSY, "batch: the queue is full (%d sequences wait)", stats_.queued);
+    s->id = next_id_++;
+    live_.push_back(s->id);  // ids only grow: live_ stays sorted
+    incoming_.push_back(std::move(s));
+    ++stats_.queued;
+    wake_.notify_one();
+    return live_.back();
+}
+
+void Scheduler::cancel(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!std::binary_search(live_.begin(), live_.end(), id))
+        fail(MINFER_ERR_NOT_FOUND, "batch: no sequence %llu (unknown or finished)", static_cast<unsigned long long>(id));
+    cancels_.push_back(id);
+    wake_.notify_one();
+}
+
+BatchStats Scheduler::stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+}
+
+void Scheduler::take_incoming() {
+    std::vector<uint64_t> cancels;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        while (!incoming_.empty()) {
+            queue_.push_back(std::move(incoming_.front()));
+            incoming_.pop_front();
+        }
+        cancels.swap(cancels_);
+    }
+    for (uint64_t id : cancels) {
+        for (auto& s : queue_)
+            if (s->id == id) s->cancelled = true;
+        for (auto& s : active_)
+            if (s->id == id) s->cancelled = true;
+    }
+    for (auto& s : queue_)
+        if (s->cancelled && !s->done) finish(*s, MINFER_ERR_CANCELLED, MINFER_STOP_NONE, "cancelled");
+    for (auto& s : active_)
+        if (s->cancelled && !s->done) finish(*s, MINFER_ERR_CANCELLED, MINFER_STOP_NONE, "cancelled");
+}
+
+// A queued sequence gets a slot when one is free and the pool's free pages hold its prompt: sequences
+// already running keep the pages they will grow into as long as possible.
+void Scheduler::admit() {
+    KvPool& kv = runner_->kv();
+    while (!free_slots_.empty() && !queue_.empty()) {
+        Seq& s = *queue_.front();
+        if (s.done) break;  // dropped at the end of the step
+        if (KvPool::pages_for(static_cast<int64_t>(s.prompt.size())) > kv.free_pages()) break;
+        s.slot = free_slots_.back();
+        free_slots_.pop_back();
+        active_.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+    }
+}
+
+// The forward's tokens: one decode token per running sequence, then prefill chunks in admission order.
+void Scheduler::build() {
+    KvPool& kv = runner_->kv();
+    tokens_.clear();
+    pos_.clear();
+    seq_.clear();
+    out_rows_.clear();
+    row_seq_.clear();
+    int budget = params_.max_step_tokens;
+    for (auto& sp : active_) {
+        Seq& s = *sp;
+        s.feeding = 0;
+        if (s.done || s.next < 0) continue;
+        if (!kv.reserve(s.slot, s.n_past + 1)) {
+            finish(s, MINFER_ERR_OUT_OF_MEMORY, MINFER_STOP_NONE,
+                   "the KV pool is exhausted (" + std::to_string(kv.n_pages() * kKvPage) + " positions shared by the batch's sequences)");
+            continue;
+        }
+        out_rows_.push_back(static_cast<int32_t>(tokens_.size()));
+        row_seq_.push_back(&s);
+        tokens_.push_back(s.next);
+        pos_.push_back(s.n_past);
+        seq_.push_back(s.slot);
+        s.feeding = 1;
+        --budget;
+    }
+    Seq* waiting = nullptr;  // the last prefill that got no page
+    for (auto& sp : active_) {
+        Seq& s = *sp;
+        if (s.done || s.next >= 0 || budget <= 0) continue;
+        int chunk = static_cast<int>(std::min<size_t>(s.prompt.size() - s.fed, static_cast<size_t>(budget)));
+        if (!kv.reserve(s.slot, s.n_past + chunk)) {
+            // As much as the free pages hold.
+            chunk = std::min(chunk, kv.capacity(s.slot) + kv.free_pages() * kKvPage - s.n_past);
+            if (chunk <= 0 || !kv.reserve(s.slot, s.n_past + chunk)) {
+                waiting = &s;
+                continue;
+            }
+        }
+        for (int i = 0; i < chunk; ++i) {
+            tokens_.push_back(s.prompt[s.fed + static_cast<size_t>(i)]);
+            pos_.push_back(s.n_past + i);
+            seq_.push_back(s.slot);
+        }
+        s.feeding = chunk;
+        budget -= chunk;
+        if (s.fed + static_cast<size_t>(chunk) == s.prompt.size()) {
+            out_rows_.push_back(static_cast<int32_t>(tokens_.size() - 1));
+            row_seq_.push_back(&s);
+        }
+    }
+    // Every active sequence waits for pages that only they could free: the newest gives its pages up.
+    if (tokens_.empty() && waiting)
+        finish(*waiting, MINFER_ERR_OUT_OF_MEMORY, MINFER_STOP_NONE,
+               "the KV pool is exhausted (" + std::to_string(kv.n_pages() * kKvPage) + " positions) by sequences still reading their prompts");
+}
+
+void Scheduler::run_forward() {
+    engine::Batch b;
+    b.tokens = tokens_;
+    b.pos = pos_;
+    b.seq = seq_;
+    b.out_rows = out_rows_;
+    try {
+        runner_->forward(b);
+    } catch (const Error& e) {
+        // The sequences of this forward cannot go on (their KV cache is partly written); the others can.
+        log_line(model_->log_level(), MINFER_LOG_WARN, "batch: a forward of %zu tokens failed: %s", tokens_.size(), e.what());
+        for (auto& sp : active_)
+            if (sp->feeding > 0 && !sp->done) finish(*sp, e.status(), MINFER_STOP_NONE, e.what());
+        return;
+    }
+    for (auto& sp : active_) {
+        Seq& s = *sp;
+        if (s.feeding == 0 || s.done) continue;
+        if (s.next >= 0) {
+            s.history.push_back(s.next);
+        } else {
+            s.history.insert(s.history.end(), s.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed),
+                             s.prompt.begin() + static_cast<std::ptrdiff_t>(s.fed) + s.feeding);
+            s.fed += static_cast<size_t>(s.feeding);
+        }
+        s.n_past += s.feeding;
+    }
+    for (size_t i = 0; i < row_seq_.size(); ++i) {
+        Seq& s = *row_seq_[i];
+        if (s.done) continue;
+        int32_t token = -1;
+        try {
+            token = s.greedy ? runner_->argmax(i) : s.sampler.sample(runner_->logits(i), s.history);
+            if (token < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "every token is banned: each logit is -INFINITY or NaN");
+        } catch (const Error& e) {
+            finish(s, e.status(), MINFER_STOP_NONE, e.what());
+            continue;
+        }
+        emit_token(s, token);
+    }
+}
+
+// The longest suffix of `text` that is a proper prefix of one of the stop strings.
+static size_t held_back(const std::string& text, const std::vector<std::string>& stops) {
+    size_t keep = 0;
+    for (const std::string& stop : stops)
+        for (size_t k = std::min(text.size(), stop.size() - 1); k > keep; --k)
+            if (text.compare(text.size() - k, k, stop, 0, k) == 0) {
+                keep = k;
+                break;
+            }
+    return keep;
+}
+
+void Scheduler::emit_token(Seq& s, int32_t token) {
+    ++s.n_generated;
+    Event e;
+    e.id = s.id;
+    e.token = token;
+    minfer_stop_reason reason = MINFER_STOP_NONE;
+    if (model_->is_eog(token)) {
+        reason = MINFER_STOP_EOG;  // the end-of-generation token's own text is not part of the answer
+    } else if (tok_) {
+        s.held += s.decoder.push(tok_->piece(token));
+        size_t cut = std::string::npos;
+        for (const std::string& stop : s.stops) cut = std::min(cut, s.held.find(stop));
+        if (cut != std::string::npos) {
+            e.text = s.held.substr(0, cut);
+            s.held.clear();
+            reason = MINFER_STOP_STRING;
+        } else {
+            const size_t keep = held_back(s.held, s.stops);
+            e.text = s.held.substr(0, s.held.size() - keep);
+            s.held.erase(0, s.held.size() - keep);
+        }
+    }
+    if (reason == MINFER_STOP_NONE && ((s.max_tokens > 0 && s.n_generated >= s.max_tokens) || s.n_past >= n_ctx_))
+        reason = MINFER_STOP_LENGTH;  // no more tokens wanted, or no position left to feed this one
+    if (reason != MINFER_STOP_NONE) {
+        if (reason != MINFER_STOP_STRING && tok_) {
+            e.text += s.held + s.decoder.flush();
+            s.held.clear();
+        }
+        e.finished = true;
+        e.reason = reason;
+        s.done = true;
+    } else {
+        s.next = token;
+    }
+    pending_.push_back(std::move(e));
+}
+
+void Scheduler::finish(Seq& s, minfer_status status, minfer_stop_reason reason, const std::string& error) {
+    Event e;
+    e.id = s.id;
+    e.finished = true;
+    e.status = status;
+    e.reason = reason;
+    e.error = error;
+    s.done = true;
+    pending_.push_back(std::move(e));
+}
+
+void Scheduler::drop_finished() {
+    KvPool& kv = runner_->kv();
+    std::vector<uint64_t> gone;
+    for (auto& sp : active_)
+        if (sp->done) {
+            kv.release(sp->slot, 0);
+            free_slots_.push_back(sp->slot);
+            gone.push_back(sp->id);
+        }
+    std::erase_if(active_, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    for (auto& sp : queue_)
+        if (sp->done) gone.push_back(sp->id);
+    std::erase_if(queue_, [](const std::unique_ptr<Seq>& s) { return s->done; });
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (uint64_t id : gone) {
+        auto it = std::lower_bound(live_.begin(), live_.end(), id);
+        if (it != live_.end() && *it == id) live_.erase(it);
+    }
+    stats_.active = static_cast<int>(active_.size());
+    stats_.queued = static_cast<int>(queue_.size() + incoming_.size());
+    stats_.kv_pages_free = kv.free_pages();
+}
+
+size_t Scheduler::step(Event* out, size_t cap, int wait_ms) {
+    if (pending_.empty()) {
+        {
+            std::unique_lock<std::mutex> lock(mutex_);
+            auto has_work = [&] { return !incoming_.empty() || !cancels_.empty() || !active_.empty() || !queue_.empty(); };
+            if (!has_work() && wait_ms > 0) wake_.wait_for(lock, std::chrono::milliseconds(wait_ms), has_work);
+        }
+        take_incoming();
+        admit();
+        build();
+        int n_seq = 0;
+        for (auto& sp : active_) n_seq += sp->feeding > 0 ? 1 : 0;
+        const size_t n_tokens = tokens_.size();
+        size_t generated = 0;
+        if (n_tokens > 0) {
+            run_forward();
+            for (const Event& e : pending_) generated += e.token >= 0 ? 1 : 0;
+        }
+        drop_finished();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            if (n_tokens > 0) {
+                stats_.last_step_tokens = static_cast<int>(n_tokens);
+                stats_.last_step_sequences = n_seq;
+                ++stats_.steps;
+                stats_.tokens_generated += generated;
+            }
+        }
+        // A sequence admitted now starts its prefill at the next step.
+        admit();
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            stats_.active = static_cast<int>(active_.size());
+            stats_.queued = static_cast<int>(queue_.size() + incoming_.size());
+        }
+    }
+    size_t n = 0;
+    while (n < cap && !pending_.empty()) {
+        out[n++] = std::move(pending_.front());
+        pending_.pop_front();
+    }
+    return n;
+}
+
+}  // namespace minfer::engine
