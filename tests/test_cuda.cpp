@@ -863,6 +863,162 @@ TEST_SUITE("cuda") {
         }
     }
 
+    // Batches on the GPU: several sequences per forward (the multi-row decode launch, prefill chunks beside
+    // decode tokens, pages of one pool), each sequence's greedy tokens against the same sequence alone on
+    // the CPU backend. Both backends are within 2e-3 ||logits|| of exact (the whole-model tests), so the
+    // tokens may differ only where the CPU's best two logits are closer than 4e-3 ||logits||.
+    TEST_CASE("batch: CUDA sequences in one forward agree with each sequence alone on the CPU") {
+        for (const char* mix : {"f16", "q4_K_M"}) {
+            CAPTURE(mix);
+            const std::string path = synth_model("qwen2-tiny", mix);
+            std::mt19937 rng(77);
+            struct Seq {
+                std::vector<int32_t> prompt, want, got;
+                std::vector<float> margin;
+                int max_tokens = 0;
+                uint64_t id = 0;
+                minfer_status status = MINFER_ERR_INTERNAL;
+            };
+            std::vector<Seq> seqs(7);
+            minfer_model* cpu = open_on(path, "cpu");
+            const size_t nv = static_cast<size_t>(minfer_model_n_vocab(cpu));
+            for (Seq& q : seqs) {
+                q.prompt.resize(1 + rng() % 40);
+                for (int32_t& t : q.prompt) t = static_cast<int32_t>(rng() % 256);
+                q.max_tokens = 4 + static_cast<int>(rng() % 20);
+                minfer_context* ctx = nullptr;
+                REQUIRE(minfer_context_create(cpu, &ctx) == MINFER_OK);
+                REQUIRE(minfer_prefill(ctx, q.prompt.data(), q.prompt.size()) == MINFER_OK);
+                for (int i = 0; i < q.max_tokens; ++i) {
+                    std::vector<float> l = logits_of(ctx, nv), sorted = l;
+                    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+                    double norm = 0;
+                    for (float x : l) norm += static_cast<double>(x) * x;
+                    q.margin.push_back(static_cast<float>((sorted[0] - sorted[1]) / std::sqrt(norm)));
+                    int32_t t = -1;
+                    REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
+                    q.want.push_back(t);
+                    if (minfer_context_stop_reason(ctx) == MINFER_STOP_EOG) break;
+                }
+                minfer_context_free(ctx);
+            }
+            minfer_close(cpu);
+
+            minfer_model* gpu = open_on(path, "cuda");
+            minfer_batch_params bp;
+            minfer_batch_params_init(&bp);
+            bp.max_sequences = 4;
+            bp.max_step_tokens = 12;  // prefill chunks of a few tokens beside up to 4 decode tokens
+            bp.kv_tokens = 4 * 80;
+            minfer_batch* b = nullptr;
+            REQUIRE_MESSAGE(minfer_batch_create(gpu, &bp, &b) == MINFER_OK, minfer_last_error());
+            for (Seq& q : seqs) {
+                minfer_sequence_params sp;
+                minfer_sequence_params_init(&sp);
+                sp.prompt = q.prompt.data();
+                sp.n_prompt = q.prompt.size();
+                sp.max_tokens = q.max_tokens;
+                REQUIRE(minfer_batch_add(b, &sp, &q.id) == MINFER_OK);
+            }
+            size_t done = 0;
+            int max_rows = 0;
+            for (int step = 0; step < 500 && done < seqs.size(); ++step) {
+                minfer_batch_event ev[16];
+                size_t n = 0;
+                REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, 16, &n) == MINFER_OK, minfer_last_error());
+                minfer_batch_stats st{};
+                st.size = sizeof st;
+                REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
+                max_rows = std::max(max_rows, st.last_step_sequences);
+                for (size_t e = 0; e < n; ++e)
+                    for (Seq& q : seqs)
+                        if (q.id == ev[e].id) {
+                            if (ev[e].token >= 0) q.got.push_back(ev[e].token);
+                            if (ev[e].finished) {
+                                q.status = ev[e].status;
+                                ++done;
+                            }
+                        }
+            }
+            CHECK(max_rows >= 3);
+            for (size_t i = 0; i < seqs.size(); ++i) {
+                CAPTURE(i);
+                const Seq& q = seqs[i];
+                CHECK(q.status == MINFER_OK);
+                size_t agreed = 0;
+                while (agreed < q.want.size() && agreed < q.got.size() && q.want[agreed] == q.got[agreed]) ++agreed;
+                if (agreed < q.want.size() && agreed < q.got.size()) CHECK(q.margin[agreed] < 4e-3);
+                else CHECK(q.got.size() == q.want.size());
+            }
+            minfer_batch_stats st{};
+            st.size = sizeof st;
+            REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
+            CHECK(st.kv_pages_free == st.kv_pages);
+            minfer_batch_free(b);
+            minfer_close(gpu);
+        }
+    }
+
+    // The multi-row decode launch over a paged cache against float64: rows of different lengths (one
+    // chunk, many chunks) with shuffled page tables, each row's output poisoned first.
+    TEST_CASE("attention decode rows: several sequences in one launch, paged, against float64") {
+        const int hd = 128, n_head = 28, n_head_kv = 4, group = n_head / n_head_kv;
+        const std::vector<int32_t> lengths = {1, 33, 700, 4096, 2049};
+        const int rows = static_cast<int>(lengths.size()), stride = 4096 / 16;
+        const size_t q_dim = static_cast<size_t>(n_head) * hd, kv_dim = static_cast<size_t>(n_head_kv) * hd;
+        // One pool of pages for all rows, handed out shuffled.
+        int total_pages = 0;
+        for (int L : lengths) total_pages += (L + 15) / 16;
+        std::vector<int32_t> order(static_cast<size_t>(total_pages));
+        for (int i = 0; i < total_pages; ++i) order[static_cast<size_t>(i)] = i;
+        std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
+        std::vector<int32_t> pages(static_cast<size_t>(rows) * stride, -1), pos;
+        size_t next = 0;
+        for (int r = 0; r < rows; ++r) {
+            for (int p = 0; p < (lengths[static_cast<size_t>(r)] + 15) / 16; ++p) pages[static_cast<size_t>(r) * stride + p] = order[next++];
+            pos.push_back(lengths[static_cast<size_t>(r)] - 1);
+        }
+        const size_t pool_rows = static_cast<size_t>(total_pages) * 16;
+        std::vector<float> k = normal(pool_rows * kv_dim, 61), v = normal(pool_rows * kv_dim, 62);
+        std::vector<uint16_t> k16(k.size()), v16(v.size());
+        for (size_t i = 0; i < k.size(); ++i) {
+            k16[i] = quant::f32_to_f16(k[i]);
+            v16[i] = quant::f32_to_f16(v[i]);
+            k[i] = quant::f16_to_f32(k16[i]);
+            v[i] = quant::f16_to_f32(v16[i]);
+        }
+        const std::vector<float> q = normal(static_cast<size_t>(rows) * q_dim, 63, 0.0f, 2.0f);
+        const std::vector<float> out = device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+        for (int r = 0; r < rows; ++r) {
+            CAPTURE(r);
+            const int L = lengths[static_cast<size_t>(r)];
+            std::vector<double> ref(q_dim, 0.0), score(static_cast<size_t>(L));
+            for (int h = 0; h < n_head; ++h) {
+                const float* qh = q.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * hd;
+                auto row = [&](int j) {
+                    const size_t page = static_cast<size_t>(pages[static_cast<size_t>(r) * stride + j / 16]);
+                    return (page * 16 + static_cast<size_t>(j % 16)) * kv_dim + static_cast<size_t>(h / group) * hd;
+                };
+                double mx = -INFINITY;
+                for (int j = 0; j < L; ++j) {
+                    double d = 0;
+                    for (int e = 0; e < hd; ++e) d += static_cast<double>(qh[e]) * k[row(j) + static_cast<size_t>(e)];
+                    score[static_cast<size_t>(j)] = d * scale;
+                    mx = std::max(mx, d * scale);
+                }
+                double sum = 0;
+                for (int j = 0; j < L; ++j) sum += score[static_cast<size_t>(j)] = std::exp(score[static_cast<size_t>(j)] - mx);
+                for (int j = 0; j < L; ++j)
+                    for (int e = 0; e < hd; ++e)
+                        ref[static_cast<size_t>(h) * hd + static_cast<size_t>(e)] += score[static_cast<size_t>(j)] / sum * v[row(j) + static_cast<size_t>(e)];
+            }
+            const std::vector<float> got(out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * q_dim),
+                                         out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * q_dim));
+            CHECK(rel_l2(got, ref) < 1e-5);
+        }
+    }
+
     TEST_CASE("VRAM accounting follows contexts; two contexts on two threads match one thread") {
         const std::string path = synth_model("qwen3-tiny", "q4_K");
         minfer_model* m = open_on(path, "cuda");

@@ -18,7 +18,7 @@
 
 static const char* const BENCH_HELP =
     "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [-d|--depth N] [--json] [--option KEY=VALUE]...\n"
-    "                    [--bandwidth] [--quiet]\n"
+    "                    [--bandwidth] [--seqs N[,N...]] [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
@@ -36,7 +36,13 @@ static const char* const BENCH_HELP =
     "--bandwidth: also measures the host's memory read bandwidth (a 1 GiB buffer summed by as many threads as\n"
     "the `threads` option, or every online CPU for 0; best of 3) and, for the CPU backend, the share of it\n"
     "decode uses, taking the file's bytes as the weights one token reads (tied embeddings are read once as\n"
-    "the output matrix; an untied embedding table is not streamed, so the share is then an upper bound).\n";
+    "the output matrix; an untied embedding table is not streamed, so the share is then an upper bound).\n"
+    "\n"
+    "--seqs N[,N...]: batched serving instead (minfer_batch_*): for each N, N sequences of -p random prompt\n"
+    "tokens (default 128 here) and -n greedy new tokens each join one batch at once, and the batch steps until\n"
+    "all are done. Prints per N the time until every sequence has its first token (the prefill phase), the\n"
+    "aggregate decode rate (tokens sampled after that over the time they took) and the end-to-end rate,\n"
+    "best of -r repetitions (each on a fresh batch after a warm-up).\n";
 
 /* ---- host read bandwidth ---------------------------------------------------------------------- */
 
@@ -169,6 +175,115 @@ static void json_test(const char* kind, long n, long depth, const double* v, int
     printf("]}");
 }
 
+/* Batched serving: n_seqs sequences of n_prompt random tokens and n_gen new tokens each, all added at
+ * once; the first-token time, the aggregate decode rate after it and the end-to-end rate. */
+struct batch_run {
+    double first_s, decode_tps, total_tps;
+    uint64_t tokens, steps;
+    int failed;
+};
+
+static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt, int n_gen, uint64_t seed, struct batch_run* out) {
+    minfer_batch_params bp;
+    minfer_batch* b = NULL;
+    minfer_batch_event* ev = NULL;
+    int32_t* prompt = NULL;
+    minfer_status st;
+    int i, j, done = 0, started = 0;
+    uint64_t x = seed | 1, tokens = 0, tokens_at_first = 0, steps = 0;
+    double t0, t_first = 0.0, t1;
+    const int n_vocab = minfer_model_n_vocab(m);
+    memset(out, 0, sizeof *out);
+    minfer_batch_params_init(&bp);
+    bp.max_sequences = n_seqs;
+    bp.max_queue = n_seqs;
+    bp.max_step_tokens = n_seqs > 512 ? n_seqs : 512;
+    bp.n_ctx = n_prompt + n_gen;
+    bp.kv_tokens = (int64_t)n_seqs * (((n_prompt + n_gen) + 15) / 16 * 16);
+    st = minfer_batch_create(m, &bp, &b);
+    if (st != MINFER_OK) return st;
+    ev = malloc(sizeof *ev * (size_t)n_seqs);
+    prompt = malloc(sizeof *prompt * (size_t)n_prompt);
+    if (!ev || !prompt) {
+        free(ev);
+        free(prompt);
+        minfer_batch_free(b);
+        return MINFER_ERR_OUT_OF_MEMORY;
+    }
+    t0 = now_seconds();
+    for (i = 0; i < n_seqs && st == MINFER_OK; ++i) {
+        minfer_sequence_params sp;
+        uint64_t id;
+        for (j = 0; j < n_prompt; ++j) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            prompt[j] = (int32_t)(x % (uint64_t)n_vocab);
+        }
+        minfer_sequence_params_init(&sp);
+        sp.prompt = prompt;
+        sp.n_prompt = (size_t)n_prompt;
+        sp.max_tokens = n_gen;
+        st = minfer_batch_add(b, &sp, &id);
+    }
+    while (st == MINFER_OK && done < n_seqs) {
+        size_t n = 0, k;
+        st = minfer_batch_step(b, 0, ev, (size_t)n_seqs, &n);
+        ++steps;
+        for (k = 0; k < n && st == MINFER_OK; ++k) {
+            if (ev[k].token >= 0) ++tokens;
+            if (ev[k].finished) {
+                ++done;
+                if (ev[k].status != MINFER_OK) ++out->failed;
+            }
+        }
+        if (!started && tokens >= (uint64_t)n_seqs - (uint64_t)out->failed) { /* every sequence has its first token */
+            started = 1;
+            t_first = now_seconds();
+            tokens_at_first = tokens;
+        }
+    }
+    t1 = now_seconds();
+    free(ev);
+    free(prompt);
+    minfer_batch_free(b);
+    if (st != MINFER_OK) return st;
+    out->first_s = (started ? t_first : t1) - t0;
+    out->decode_tps = started && t1 > t_first ? (double)(tokens - tokens_at_first) / (t1 - t_first) : 0.0;
+    out->total_tps = (double)tokens / (t1 - t0);
+    out->tokens = tokens;
+    out->steps = steps;
+    return MINFER_OK;
+}
+
+static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_gen, long reps) {
+    const char* p = seqs;
+    printf("| model | device | seqs | prompt | new | first tokens s | decode t/s (aggregate) | end-to-end t/s | steps |\n");
+    printf("|---|---|---|---|---|---|---|---|---|\n");
+    while (*p) {
+        char* end = NULL;
+        long n = strtol(p, &end, 10);
+        struct batch_run best, run;
+        minfer_status st;
+        long r;
+        if (end == p || n < 1 || n > 4096 || (*end != ',' && *end != '\0')) {
+            fprintf(stderr, "minfer: bench: --seqs expects counts from 1 to 4096, comma-separated\n");
+            return 1;
+        }
+        p = *end == ',' ? end + 1 : end;
+        st = bench_batch_once(m, (int)n, n_prompt < 16 ? (int)n_prompt : 16, 4, 7, &run); /* warm-up */
+        memset(&best, 0, sizeof best);
+        for (r = 0; r < reps && st == MINFER_OK; ++r) {
+            st = bench_batch_once(m, (int)n, (int)n_prompt, (int)n_gen, 0x9e3779b97f4a7c15ull + (uint64_t)r, &run);
+            if (st == MINFER_OK && run.decode_tps > best.decode_tps) best = run;
+        }
+        if (st != MINFER_OK) return fail_status(st, "bench");
+        printf("| %s | %s | %ld | %ld | %ld | %.3f | %.1f | %.1f | %" PRIu64 " |%s\n", minfer_model_name(m), minfer_model_device(m), n,
+               n_prompt, n_gen, best.first_s, best.decode_tps, best.total_tps, best.steps, best.failed ? " (some sequences failed)" : "");
+        fflush(stdout);
+    }
+    printf("\nbuild: %s; best of %ld repetitions\n", minfer_build_info(), reps);
+    return 0;
+}
+
 int cmd_bench(int argc, char** argv) {
     const char* path = NULL;
     long n_prompt = 512, n_gen = 128, reps = 3, depth = 0, need, limit;
@@ -186,7 +301,8 @@ int cmd_bench(int argc, char** argv) {
     minfer_vram vram;
     char vram_line[256];
     uint64_t peak_rss = 0;
-    int json = 0, bandwidth = 0;
+    int json = 0, bandwidth = 0, prompt_given = 0;
+    const char* seqs = NULL;
     double read_bw = 0.0;
     for (i = 0; i < argc; ++i) {
         const char* a = argv[i];
@@ -199,6 +315,9 @@ int cmd_bench(int argc, char** argv) {
             json = 1;
         } else if (strcmp(a, "--bandwidth") == 0) {
             bandwidth = 1;
+        } else if (strcmp(a, "--seqs") == 0) {
+            if (i + 1 >= argc) return usage_error("bench", "--seqs expects counts, e.g. 1,8,32,64");
+            seqs = argv[++i];
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
@@ -213,7 +332,7 @@ int cmd_bench(int argc, char** argv) {
             if (i + 1 >= argc) return usage_error("bench", "a flag is missing its value");
             v = strtol(argv[++i], &end, 10);
             if (!end || *end != '\0' || v < 0 || v > 1000000) return usage_error("bench", "-p, -n, -r and --depth expect a count");
-            if (a[1] == 'p') n_prompt = v;
+            if (a[1] == 'p') n_prompt = v, prompt_given = 1;
             else if (a[1] == 'n') n_gen = v;
             else if (a[1] == 'r') reps = v;
             else depth = v;
@@ -224,6 +343,16 @@ int cmd_bench(int argc, char** argv) {
     if (!path) return usage_error("bench", "-m MODEL.gguf is required");
     if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
     setup_reporting();
+    if (seqs) {
+        int rc;
+        if (!prompt_given) n_prompt = 128;
+        if (n_prompt < 1 || n_gen < 1) return usage_error("bench", "--seqs needs -p and -n of at least 1");
+        st = minfer_open_with_options(path, keys + 1, values + 1, n_options - 1, &m);
+        if (st != MINFER_OK) return fail_status(st, "bench");
+        rc = bench_batch(m, seqs, n_prompt, n_gen, reps);
+        minfer_close(m);
+        return rc;
+    }
 
     /* The context must hold the depth, the prompt and the generated tokens: sized to that unless the user
      * set ctx_len (then slot 0 is not passed). */
