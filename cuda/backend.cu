@@ -193,7 +193,7 @@ namespace minfer::cuda {
 PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_tokens, cudaStream_t stream)
     : m_(m), stream_(stream) {
     // The widest matmul input and the largest weight a prefill matmul dequantizes (the output projection
-    // only ever runs on single rows: a mat-vec).
+    // takes this path only from the f16 cache, for the rows of a batch; otherwise mat-vecs).
     int64_t max_cols = 0, max_w = 0;
     for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
     const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;
@@ -202,16 +202,20 @@ PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_t
     a16_ = DeviceMemory(static_cast<uint64_t>(max_tokens) * max_cols * sizeof(__half), &m.scratch_bytes, "f16 activations");
     if (m.path == device::PrefillPath::two_pass)
         w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m.scratch_bytes, "f16 weight scratch");
-    if (m.use_cublas && m.path != device::PrefillPath::fused) cublas_ = std::make_unique<Cublas>(stream);
+    if (m.use_cublas && m.path != device::PrefillPath::fused) {
+        workspace_ = DeviceMemory(kCublasWorkspace, &m.scratch_bytes, "cuBLAS workspace");
+        cublas_ = std::make_unique<Cublas>(stream, workspace_.as<void>(), kCublasWorkspace);
+    }
 }
 
 PrefillGemm::~PrefillGemm() = default;
 
 void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
-                      const char* name) {
+                      const char* name, bool same_input) {
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w_cols) * sizeof(__half) > a16_.bytes())
         fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(w_cols));
-    to_f16(x, a16_.as<__half>(), int64_t{n} * w_cols, stream_);
+    if (!same_input || x != last_x_ || n != last_n_ || w_cols != last_cols_) to_f16(x, a16_.as<__half>(), int64_t{n} * w_cols, stream_);
+    last_x_ = x, last_n_ = n, last_cols_ = w_cols;
     const int rows = static_cast<int>(w_rows), cols = static_cast<int>(w_cols);
     const __half* b = static_cast<const __half*>(wd);
     if (type != quant::Type::F16) {

@@ -15,6 +15,7 @@ struct Api {
     decltype(&cublasCreate_v2) create = nullptr;
     decltype(&cublasDestroy_v2) destroy = nullptr;
     decltype(&cublasSetStream_v2) set_stream = nullptr;
+    decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;  // optional: null when the library lacks it
     // cublasGemmEx is overloaded in C++ (a legacy cudaDataType compute type); the C entry point is this one.
     using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
                                       const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
@@ -49,6 +50,7 @@ const Api& api() {
         a.destroy = reinterpret_cast<decltype(a.destroy)>(sym("cublasDestroy_v2"));
         a.set_stream = reinterpret_cast<decltype(a.set_stream)>(sym("cublasSetStream_v2"));
         a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(sym("cublasGemmEx"));
+        a.set_workspace = reinterpret_cast<decltype(a.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
         // The library stays loaded for the life of the process (handles may outlive any one model).
     });
     return a;
@@ -68,7 +70,7 @@ bool cublas_available(std::string* why) {
     return a.error.empty();
 }
 
-Cublas::Cublas(cudaStream_t stream) {
+Cublas::Cublas(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
     const Api& a = api();
     if (!a.error.empty()) fail(MINFER_ERR_UNSUPPORTED, "gemm=cublas: %s", a.error.c_str());
     cublasHandle_t h = nullptr;
@@ -79,6 +81,15 @@ Cublas::Cublas(cudaStream_t stream) {
         a.destroy(h);
         handle_ = nullptr;
         check_cublas(st, "cublasSetStream");
+    }
+    // A workspace of our own: cuBLAS then allocates nothing while a CUDA graph is being captured.
+    if (a.set_workspace && workspace) {
+        st = a.set_workspace(h, workspace, workspace_bytes);
+        if (st != CUBLAS_STATUS_SUCCESS) {
+            a.destroy(h);
+            handle_ = nullptr;
+            check_cublas(st, "cublasSetWorkspace");
+        }
     }
 }
 

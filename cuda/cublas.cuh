@@ -13,11 +13,12 @@ namespace minfer::cuda {
 // True when libcublas could be loaded and resolved (tried once per process); otherwise `why` says why.
 bool cublas_available(std::string* why);
 
-// One cuBLAS handle bound to one stream. Throws Error (MINFER_ERR_UNSUPPORTED when the library is
+// One cuBLAS handle bound to one stream, with `workspace` (device memory of workspace_bytes, outliving
+// the handle; null: cuBLAS's own) as its workspace where the library can take one. Throws Error (MINFER_ERR_UNSUPPORTED when the library is
 // missing, MINFER_ERR_DEVICE / OUT_OF_MEMORY on failures).
 class Cublas {
 public:
-    explicit Cublas(cudaStream_t stream);
+    Cublas(cudaStream_t stream, void* workspace, size_t workspace_bytes);
     ~Cublas();
     Cublas(const Cublas&) = delete;
     Cublas& operator=(const Cublas&) = delete;

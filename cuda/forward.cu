@@ -83,7 +83,7 @@ class CudaRunner final : public engine::Runner {
 public:
     CudaRunner(std::shared_ptr<CudaModel> model, const model::Config& c, const model::Plan& plan, const engine::RunnerShape& shape,
                bool graphs)
-        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs && shape.n_seq == 1), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
+        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
         m_->check_healthy();
         check(cudaSetDevice(0), "cudaSetDevice");
         max_tokens_ = static_cast<int>(std::min<int64_t>(kMaxChunk, int64_t{shape.n_ctx} * shape.n_seq));
@@ -151,6 +151,8 @@ public:
     ~CudaRunner() override {
         if (stream_.get()) cudaStreamSynchronize(stream_.get());  // no kernel may outlive the buffers it uses
         if (graph_) cudaGraphExecDestroy(graph_);
+        for (BatchGraph& g : batch_graphs_)
+            if (g.exec) cudaGraphExecDestroy(g.exec);
     }
 
     void forward(const engine::Batch& b) override {
@@ -191,7 +193,9 @@ public:
                         i = j;
                     }
                     const int32_t* d = batch_.as<int32_t>();
-                    run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out);
+                    const bool decode_only = m == n && runs_.size() == m && rows_.size() == m;
+                    if (graphs_ && decode_only && batch_graphs_ok_) decode_rows_step(static_cast<int>(m));
+                    else run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out);
                     out += rows_.size();
                     // The staging is rewritten by the next chunk: wait for this one's upload.
                     if (c1 < n) stream_.sync("batch upload");
@@ -286,21 +290,53 @@ private:
               "argmax read back");
     }
 
-    void capture() {
+    void capture() { graph_ = capture_graph([&] { enqueue_step(); }); }
+
+    template <class F>
+    cudaGraphExec_t capture_graph(F&& enqueue) {
         cudaGraph_t g = nullptr;
         check(cudaStreamBeginCapture(s(), cudaStreamCaptureModeThreadLocal), "graph capture");
         try {
-            enqueue_step();
+            enqueue();
         } catch (...) {
             cudaStreamEndCapture(s(), &g);  // leaves the stream usable; the partial graph is dropped
             if (g) cudaGraphDestroy(g);
             throw;
         }
         check(cudaStreamEndCapture(s(), &g), "graph capture");
-        const cudaError_t err = cudaGraphInstantiate(&graph_, g, 0);
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t err = cudaGraphInstantiate(&exec, g, 0);
         cudaGraphDestroy(g);
-        if (err != cudaSuccess) graph_ = nullptr;
         check(err, "graph instantiate");
+        return exec;
+    }
+
+    // A batch step of m decode tokens (each the newest of its own sequence, all rows wanted): its kernels
+    // and their arguments depend on m alone (tokens, positions, slots and page tables are read on the
+    // device), so it is captured once per m, on its second occurrence, and replayed after. A capture that
+    // fails (a library that allocates while capturing) turns batch graphs off for this runner: the step
+    // runs eagerly, and a real device error shows there.
+    void decode_rows_step(int m) {
+        const int32_t* d = batch_.as<int32_t>();
+        auto enqueue = [&] { run_chunk(m, d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, 0); };
+        if (batch_graphs_.size() <= static_cast<size_t>(m)) batch_graphs_.resize(static_cast<size_t>(m) + 1);
+        BatchGraph& g = batch_graphs_[static_cast<size_t>(m)];
+        if (!g.warmed) {
+            enqueue();
+            g.warmed = true;
+            return;
+        }
+        if (!g.exec) {
+            try {
+                g.exec = capture_graph(enqueue);
+            } catch (const Error&) {
+                cudaGetLastError();  // a capture error is not sticky
+                batch_graphs_ok_ = false;
+                enqueue();
+                return;
+            }
+        }
+        check(cudaGraphLaunch(g.exec, s()), "batch decode step (graph launch)");
     }
 
     // The argmax of every output row, and the keys brought back.
@@ -325,9 +361,10 @@ private:
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>();
         float *att = att_.as<float>(), *gate = gate_.as<float>(), *up = up_.as<float>();
         const bool single = n == 1;
-        auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate_single) {
+        // same_input: `in` is the previous matmul's input (its f16 copy is reused).
+        auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate_single, bool same_input = false) {
             if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate_single);
-            else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name);
+            else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input);
         };
         // Mat-vecs of one input: consecutive weights of one type and width share a launch.
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
@@ -361,8 +398,8 @@ private:
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
                 matmul(L.wq, xb, q, false);
-                matmul(L.wk, xb, k, false);
-                matmul(L.wv, xb, v, false);
+                matmul(L.wk, xb, k, false, true);
+                matmul(L.wv, xb, v, false, true);
             }
             cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
@@ -398,21 +435,27 @@ private:
                 cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
             } else {
                 matmul(L.gate, xb, gate, false);
-                matmul(L.up, xb, up, false);
+                matmul(L.up, xb, up, false, true);
                 cuda::swiglu(gate, up, int64_t{n} * c.n_ff, s());
                 matmul(L.down, gate, xb, false);
                 cuda::add(x, xb, nd, s());
             }
         }
-        // The rows asked for, gathered, normed, and each through the output projection.
+        // The rows asked for, gathered and normed, through the output projection: one GEMM for several
+        // rows when the weight is f16 or in the f16 cache, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
         if (n_rows > 0) {
             cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
             cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s());
         }
-        for (int i = 0; i < n_rows; ++i)
-            cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd,
-                         logits_.as<float>() + (out0 + static_cast<size_t>(i)) * c.n_vocab, s());
+        float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
+        if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
+            gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
+        } else {
+            for (int i = 0; i < n_rows; ++i)
+                cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd,
+                             logits + static_cast<size_t>(i) * c.n_vocab, s());
+        }
     }
 
     std::shared_ptr<CudaModel> m_;
@@ -439,6 +482,12 @@ private:
     std::vector<int32_t> rows_;
     std::vector<RunDev> runs_;
     cudaGraphExec_t graph_ = nullptr;
+    struct BatchGraph {
+        bool warmed = false;  // ran eagerly once
+        cudaGraphExec_t exec = nullptr;
+    };
+    std::vector<BatchGraph> batch_graphs_;  // by decode token count
+    bool batch_graphs_ok_ = true;
     int64_t steps_ = 0;
     size_t n_out_ = 0;
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none

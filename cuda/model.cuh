@@ -149,14 +149,21 @@ public:
     ~PrefillGemm();
     PrefillGemm(const PrefillGemm&) = delete;
     PrefillGemm& operator=(const PrefillGemm&) = delete;
-    // out[t][r] = dot(W row r, x[t]) for t < n; `name` names the weight in errors.
-    void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name);
+    // out[t][r] = dot(W row r, x[t]) for t < n; `name` names the weight in errors. same_input: x is the
+    // input of the previous call and unchanged since, so its f16 copy is reused (q, k, v; gate, up).
+    void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name,
+             bool same_input = false);
 
 private:
+    static constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
     device::CudaModel& m_;
     cudaStream_t stream_;
     DeviceMemory a16_;  // f16 copy of the input
     DeviceMemory w16_;  // f16 dequantized weight (the two-pass path)
+    DeviceMemory workspace_;  // cuBLAS's
+    const float* last_x_ = nullptr;  // the input a16_ holds
+    int last_n_ = 0;
+    int64_t last_cols_ = 0;
     std::unique_ptr<Cublas> cublas_;  // bound to the stream; null with the own GEMM
 };
 

@@ -72,7 +72,11 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
             log_line(level, MINFER_LOG_INFO, "device=auto: using the CPU (%s)", why.c_str());
         } else {
             try {
-                m->cuda_ = device::cuda_load(*m->file_, model::layer_matmuls(m->plan_), device::cuda_settings(m->options_), level);
+                // The f16 cache (when the prefill path takes it) holds the layers' matmul weights and the
+                // output projection: batches project many rows at once (a GEMM), contexts one (a mat-vec).
+                std::vector<const gguf::TensorInfo*> matmuls = model::layer_matmuls(m->plan_);
+                matmuls.push_back(m->plan_.output);
+                m->cuda_ = device::cuda_load(*m->file_, matmuls, device::cuda_settings(m->options_), level);
             } catch (const Error& e) {
                 throw Error(e.status(), path + ": " + e.what());
             }
