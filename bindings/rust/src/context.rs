@@ -31,6 +31,8 @@ pub enum StopReason {
     Eog,
     /// The text generated since the last prefill contains a stop string.
     StopString,
+    /// Batch sequences: `max_tokens` reached, or the sequence's positions used up.
+    Length,
 }
 
 /// Sampling settings: the header's `minfer_sampler_params`, filled with the library's defaults by
@@ -159,6 +161,7 @@ impl<'model> Context<'model> {
         match unsafe { (self.api().minfer_context_stop_reason)(self.raw.as_ptr()) } {
             sys::MINFER_STOP_EOG => StopReason::Eog,
             sys::MINFER_STOP_STRING => StopReason::StopString,
+            sys::MINFER_STOP_LENGTH => StopReason::Length,
             _ => StopReason::None,
         }
     }

@@ -380,3 +380,38 @@ fn chat_format_and_synth() {
     let err = minfer::synth(&path, "no-such-preset", "f16", 1).unwrap_err();
     assert!(err.message().contains("no-such-preset"), "{err}");
 }
+
+/// A batch's sequences give each its tokens alone (greedy), through the iterator of each sequence.
+#[test]
+fn batch_sequences_equal_alone() {
+    let model = open();
+    let mut params = minfer::BatchParams::new().unwrap();
+    params.max_sequences = 3;
+    params.max_step_tokens = 16;
+    let mut batch = minfer::Batch::new(&model, &params).unwrap();
+    let prompts = ["one two three", "a longer prompt than the others here", "x"];
+    let mut ids = Vec::new();
+    for p in prompts {
+        let tokens = model.tokenize(p, false).unwrap();
+        ids.push(batch.add(&minfer::SequenceParams { prompt: &tokens, max_tokens: 10, ..Default::default() }).unwrap());
+    }
+    for (id, p) in ids.iter().zip(prompts) {
+        let got: Vec<i32> = batch.pieces(*id).map(|p| p.unwrap().token).collect();
+        let mut want = greedy(&model, p, 10);
+        if got.len() < want.len() && got.last().map_or(false, |t| model.is_eog(*t)) {
+            want.truncate(got.len());
+        }
+        assert_eq!(got, want, "{p}");
+        assert!(matches!(batch.finish(*id), Some(minfer::Finish::Stopped(_))));
+    }
+    let st = batch.stats().unwrap();
+    assert_eq!((st.active, st.queued, st.kv_pages_free), (0, 0, st.kv_pages));
+    // Cancelled and bad input.
+    let tokens = model.tokenize("go on", false).unwrap();
+    let id = batch.add(&minfer::SequenceParams { prompt: &tokens, ..Default::default() }).unwrap();
+    batch.cancel(id).unwrap();
+    let err = batch.pieces(id).find_map(|p| p.err()).expect("the cancelled sequence ends with an error");
+    assert_eq!(err.code(), Code::Cancelled);
+    let err = batch.add(&minfer::SequenceParams { prompt: &[], ..Default::default() }).unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+}
