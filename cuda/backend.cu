@@ -210,6 +210,13 @@ PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_t
 
 PrefillGemm::~PrefillGemm() = default;
 
+__half* PrefillGemm::input16(const float* x, int n, int64_t cols) {
+    if (static_cast<uint64_t>(n) * static_cast<uint64_t>(cols) * sizeof(__half) > a16_.bytes())
+        fail(MINFER_ERR_INTERNAL, "CUDA matmul: %d x %lld activations exceed the scratch", n, static_cast<long long>(cols));
+    last_x_ = x, last_n_ = n, last_cols_ = cols;
+    return a16_.as<__half>();
+}
+
 void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
                       const char* name, bool same_input) {
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w_cols) * sizeof(__half) > a16_.bytes())

@@ -393,11 +393,12 @@ private:
             __half* kc = k_cache_.as<__half>() + at;
             __half* vc = v_cache_.as<__half>() + at;
 
-            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s());
+            // Several tokens: the norm also writes the f16 copy the GEMMs read.
+            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd));
             if (single) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
-                matmul(L.wq, xb, q, false);
+                matmul(L.wq, xb, q, false, true);
                 matmul(L.wk, xb, k, false, true);
                 matmul(L.wv, xb, v, false, true);
             }
@@ -429,15 +430,15 @@ private:
                 cuda::add(x, xb, nd, s());
             }
 
-            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s());
+            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd));
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
             } else {
-                matmul(L.gate, xb, gate, false);
+                matmul(L.gate, xb, gate, false, true);
                 matmul(L.up, xb, up, false, true);
-                cuda::swiglu(gate, up, int64_t{n} * c.n_ff, s());
-                matmul(L.down, gate, xb, false);
+                cuda::swiglu_f16(gate, up, gemm_->input16(gate, n, c.n_ff), int64_t{n} * c.n_ff, s());
+                matmul(L.down, gate, xb, false, true);
                 cuda::add(x, xb, nd, s());
             }
         }

@@ -165,21 +165,27 @@ __device__ __forceinline__ float rms_scale(float ss, int dim, float eps, float* 
     return static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / dim + eps));
 }
 
-__global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out) {
+__global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out, __half* out16) {
     __shared__ float partial[32];
     const float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
     float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
     float ss = 0.0f;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += in[i] * in[i];
     const float scale = rms_scale(ss, dim, eps, partial);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) o[i] = __fmul_rn(__fmul_rn(in[i], scale), w[i]);
+    __half* o16 = out16 ? out16 + static_cast<int64_t>(blockIdx.x) * dim : nullptr;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+        const float y = __fmul_rn(__fmul_rn(in[i], scale), w[i]);
+        o[i] = y;
+        if (o16) o16[i] = __float2half_rn(y);
+    }
 }
 
 // The same normalization for rows of up to kRmsVec * 4 * 1024 elements (dim a multiple of 4): every load
 // of the row and of w is issued before any is used (one memory latency, not one per loop iteration: the
 // loop form above waits dim / blockDim times, which made it the slowest kernel of a decode step).
 constexpr int kRmsVec = 4;
-__global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out) {
+__global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out,
+                                                            __half* out16) {
     __shared__ float partial[32];
     const float4* in = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
@@ -199,9 +205,16 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int 
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
-        if (i < n4)
-            o[i] = make_float4(__fmul_rn(__fmul_rn(v[e].x, scale), g[e].x), __fmul_rn(__fmul_rn(v[e].y, scale), g[e].y),
-                               __fmul_rn(__fmul_rn(v[e].z, scale), g[e].z), __fmul_rn(__fmul_rn(v[e].w, scale), g[e].w));
+        if (i < n4) {
+            const float4 y = make_float4(__fmul_rn(__fmul_rn(v[e].x, scale), g[e].x), __fmul_rn(__fmul_rn(v[e].y, scale), g[e].y),
+                                         __fmul_rn(__fmul_rn(v[e].z, scale), g[e].z), __fmul_rn(__fmul_rn(v[e].w, scale), g[e].w));
+            o[i] = y;
+            if (out16) {  // the f16 copy a GEMM reads, as to_f16 would make it
+                __half2* h = reinterpret_cast<__half2*>(out16 + static_cast<int64_t>(blockIdx.x) * dim) + 2 * i;
+                h[0] = __halves2half2(__float2half_rn(y.x), __float2half_rn(y.y));
+                h[1] = __halves2half2(__float2half_rn(y.z), __float2half_rn(y.w));
+            }
+        }
     }
 }
 
@@ -310,6 +323,15 @@ __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __ha
     }
 }
 
+// silu(g) * u as f16 only: the input of the down projection's GEMM (the f32 product is not needed).
+__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t n) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) {
+        const float x = g[i];
+        out[i] = __float2half_rn(x / (1.0f + expf(-x)) * u[i]);
+    }
+}
+
 __global__ void swiglu_kernel(float* g, const float* u, int64_t n) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) {
@@ -369,15 +391,16 @@ void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, 
     check_launch("gemm_fused");
 }
 
-void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream) {
-    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out)) % 16 == 0;
+void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16) {
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(out16)) % 16 == 0;
     if (aligned && dim % 4 == 0 && dim <= kRmsVec * 4 * 1024) {
         const int per = kRmsVec * 4;  // elements per thread at most
         const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-        rms_norm_vec_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out);
+        rms_norm_vec_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16);
     } else {
         const int threads = dim >= 1024 ? 256 : 128;
-        rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out);
+        rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16);
     }
     check_launch("rms_norm");
 }
@@ -420,6 +443,11 @@ void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {
     swiglu_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, n);
     check_launch("swiglu");
+}
+
+void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream) {
+    swiglu_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, out, n);
+    check_launch("swiglu_f16");
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {

@@ -68,7 +68,9 @@ void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, c
 // tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream);
 
-void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream);
+// out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives).
+void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
+              __half* out16 = nullptr);
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);
 // NeoX rotary embedding in place; inv_freq[i] = base^(-2i/head_dim) in double, on the device.
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* inv_freq, cudaStream_t stream);
@@ -86,6 +88,8 @@ void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int
 // out[i][:] = x[rows[i]][:] for i < n (rows on the device), dim floats per row.
 void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream);
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
+// out = f16(silu(gate) * up): the swiglu product as a GEMM's input, gate left as it was.
+void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
 // Attention of one layer over one sequence. q: [n][n_head * head_dim] (token t at position pos0 + t),

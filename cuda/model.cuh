@@ -153,6 +153,9 @@ public:
     // input of the previous call and unchanged since, so its f16 copy is reused (q, k, v; gate, up).
     void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name,
              bool same_input = false);
+    // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
+    // SwiGLU product): the next run() with same_input and this x reads it as it stands.
+    __half* input16(const float* x, int n, int64_t cols);
 
 private:
     static constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
