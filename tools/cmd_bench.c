@@ -21,11 +21,11 @@ static const char* const BENCH_HELP =
     "                    [--bandwidth] [--seqs N[,N...]] [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
-    "steps after the prompt, default 128) in tokens per second, repeated -r times (default 3) on a fresh\n"
-    "context, after one untimed warm-up run. Prints a markdown table: mean and standard deviation over the\n"
-    "repetitions, with the model, backend, peak memory and the options in force (--json: one JSON object\n"
-    "with every repetition instead). Prompt tokens are random ids (fixed\n"
-    "seed); -p 0 or -n 0 skips that test.\n"
+    "steps from an empty context, as llama-bench's tg, default 128) in tokens per second, repeated -r times\n"
+    "(default 3) on a fresh context, after one untimed warm-up run. Prints a markdown table: mean and\n"
+    "standard deviation over the repetitions, with the model, backend, peak memory and the options in force\n"
+    "(--json: one JSON object with every repetition instead). Prompt tokens are random ids (fixed seed);\n"
+    "-p 0 or -n 0 skips that test.\n"
     "\n"
     "--depth N (as llama-bench -d): each repetition first prefills N random tokens, untimed, and both\n"
     "tests run on top of them: the prefill of -p tokens at positions N.., then (the context cut back to N\n"
@@ -111,10 +111,12 @@ static long bench_context(long depth, long n_prompt, long n_gen) {
     return (n_prompt > 0 ? n_prompt : 1) + n_gen;
 }
 
-/* One repetition. Without depth: prefill n_prompt tokens (at least one), then n_gen decode steps. With
- * depth: prefill the depth tokens tokens[0 .. depth) untimed, then the n_prompt tokens after them; then
- * cut the context back to depth - 1 tokens and prefill token depth - 1 again (untimed: the logits of
- * position depth - 1), and time n_gen decode steps from position depth. Rates in tokens per second. */
+/* One repetition. Without depth: prefill n_prompt tokens (at least one); then, the context emptied, one
+ * token prefilled untimed (its logits) and n_gen decode steps timed from position 1 (llama-bench's tg
+ * also decodes from an empty context, not after its pp test). With depth: prefill the depth tokens
+ * tokens[0 .. depth) untimed, then the n_prompt tokens after them; then cut the context back to depth - 1
+ * tokens and prefill token depth - 1 again (untimed: the logits of position depth - 1), and time n_gen
+ * decode steps from position depth. Rates in tokens per second. */
 static minfer_status bench_once(minfer_context* ctx, const int32_t* tokens, int depth, int n_prompt, int n_gen, double* pp,
                                 double* tg) {
     minfer_status st = minfer_context_reset(ctx);
@@ -136,6 +138,10 @@ static minfer_status bench_once(minfer_context* ctx, const int32_t* tokens, int 
     if (depth > 0 && n_prompt > 0 && n_gen > 0) {
         st = minfer_context_truncate(ctx, depth - 1);
         if (st == MINFER_OK) st = minfer_prefill(ctx, tokens + depth - 1, 1);
+        if (st != MINFER_OK) return st;
+    } else if (depth == 0 && n_prompt > 1 && n_gen > 0) {
+        st = minfer_context_truncate(ctx, 0);
+        if (st == MINFER_OK) st = minfer_prefill(ctx, prompt, 1);
         if (st != MINFER_OK) return st;
     }
     t0 = now_seconds();
