@@ -368,6 +368,10 @@ TEST_SUITE("batch") {
         bp.max_sequences = 0;
         CHECK(minfer_batch_create(m, &bp, &b) == MINFER_ERR_INVALID_ARGUMENT);
         bp.max_sequences = 8;
+        bp.max_queue = 0;
+        CHECK(minfer_batch_create(m, &bp, &b) == MINFER_ERR_INVALID_ARGUMENT);
+        bp.max_queue = 256;
+        bp.max_sequences = 8;
         bp.max_step_tokens = 4;
         CHECK(minfer_batch_create(m, &bp, &b) == MINFER_ERR_INVALID_ARGUMENT);
         CHECK(b == nullptr);

@@ -38,7 +38,8 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, const BatchParams& params) : 
     const model::Config& c = model_->config();
     if (params_.max_sequences < 1 || params_.max_sequences > 4096)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_sequences = %d is outside [1, 4096]", params_.max_sequences);
-    if (params_.max_queue < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_queue = %d is negative", params_.max_queue);
+    // Every sequence passes through the queue (it is admitted at a step), so a queue of 0 could take none.
+    if (params_.max_queue < 1) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_queue = %d (at least 1)", params_.max_queue);
     if (params_.max_step_tokens < params_.max_sequences)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_step_tokens = %d is less than max_sequences = %d (each sequence needs a token per step)",
              params_.max_step_tokens, params_.max_sequences);
