@@ -351,6 +351,35 @@ TEST_SUITE("batch") {
         minfer_close(m);
     }
 
+    TEST_CASE("a burst of long prompts waits for pages instead of starving the running sequences") {
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        const std::string path = test::tmp_path("batch-burst.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", rng()) == MINFER_OK);
+        minfer_model* m = open_cpu(path);
+        const int vocab = minfer_model_n_vocab(m);
+        // 64 pages; 4 prompts of 25 pages each arrive at once. Admitted together they would take every
+        // page and fail each other's decode tokens; admitted as pages allow, all finish.
+        minfer_batch* b = make_batch(m, 4, 64, 64 * 16, 512);
+        std::map<uint64_t, Seen> seen;
+        std::vector<uint64_t> ids;
+        for (int i = 0; i < 4; ++i) ids.push_back(add(b, random_prompt(400, vocab, rng), 40));
+        for (int i = 0; i < 2000; ++i) {
+            step(b, seen);
+            const minfer_batch_stats st = stats(b);
+            if (st.active == 0 && st.queued == 0) break;
+        }
+        for (uint64_t id : ids) {
+            CAPTURE(id);
+            CHECK(seen[id].finished);
+            CHECK(seen[id].status == MINFER_OK);
+        }
+        CHECK(stats(b).kv_pages_free == 64);
+        minfer_batch_free(b);
+        minfer_close(m);
+    }
+
     TEST_CASE("bad input and BUSY: clear statuses, nothing changes") {
         const std::string path = test::tmp_path("batch-bad.gguf");
         REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", 5) == MINFER_OK);

@@ -70,6 +70,7 @@ type Batch struct {
 	mu     sync.Mutex
 	seqs   map[uint64]*Sequence
 	closed bool
+	broken error // why the stepping goroutine stopped on its own (Submit then refuses)
 	quit   chan struct{}
 	done   chan struct{}
 }
@@ -105,7 +106,8 @@ func (b *Batch) loop() {
 		var msg *C.char
 		err := check(C.go_minfer_batch_step(b.ptr, 20, b.events, C.size_t(b.cap), &n, &msg), msg)
 		b.mu.Lock()
-		if err != nil { // bad arguments or a concurrent step: a bug of these bindings; end every sequence
+		if err != nil { // out of host memory, or a bug of these bindings: end every sequence, take no more
+			b.broken = err
 			for id, s := range b.seqs {
 				s.finish(err, StopNone)
 				delete(b.seqs, id)
@@ -173,6 +175,10 @@ func (b *Batch) Submit(ctx context.Context, p SequenceParams) (*Sequence, error)
 		b.mu.Unlock()
 		return nil, &Error{Code: ErrInvalidArgument, Msg: "batch: closed"}
 	}
+	if b.broken != nil {
+		b.mu.Unlock()
+		return nil, b.broken
+	}
 	var id C.uint64_t
 	var msg *C.char
 	// Under the lock: the stepping goroutine hands out this sequence's events only once it is known.
@@ -195,11 +201,18 @@ func (b *Batch) Submit(ctx context.Context, p SequenceParams) (*Sequence, error)
 	return s, nil
 }
 
-// Stats is a snapshot of the batch.
+// Stats is a snapshot of the batch (zero after Close).
 func (b *Batch) Stats() BatchStats {
 	raw := C.minfer_batch_stats{size: C.uint32_t(unsafe.Sizeof(C.minfer_batch_stats{}))}
 	var msg *C.char
-	if check(C.go_minfer_batch_stats_get(b.ptr, &raw, &msg), msg) != nil {
+	b.mu.Lock()
+	if b.ptr == nil {
+		b.mu.Unlock()
+		return BatchStats{}
+	}
+	err := check(C.go_minfer_batch_stats_get(b.ptr, &raw, &msg), msg)
+	b.mu.Unlock()
+	if err != nil {
 		return BatchStats{}
 	}
 	return BatchStats{Active: int(raw.active), Queued: int(raw.queued), LastStepTokens: int(raw.last_step_tokens),
@@ -224,10 +237,10 @@ func (b *Batch) Close() error {
 		s.finish(&Error{Code: ErrCancelled, Msg: "batch: closed"}, StopNone)
 		delete(b.seqs, id)
 	}
-	b.mu.Unlock()
 	C.go_minfer_batch_free(b.ptr)
 	C.free(unsafe.Pointer(b.events))
 	b.ptr = nil
+	b.mu.Unlock()
 	return nil
 }
 

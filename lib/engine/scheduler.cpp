@@ -147,14 +147,25 @@ void Scheduler::take_incoming() {
         if (s->cancelled && !s->done) finish(*s, MINFER_ERR_CANCELLED, MINFER_STOP_NONE, "cancelled");
 }
 
-// A queued sequence gets a slot when one is free and the pool's free pages hold its prompt: sequences
-// already running keep the pages they will grow into as long as possible.
+// A queued sequence gets a slot when one is free and the free pages hold its prompt beyond what is
+// already promised: the rest of the prompts of admitted sequences still reading theirs, and one page of
+// headroom per decoding sequence. So a burst of long prompts waits in the queue instead of being
+// admitted together and then starving the running sequences of pages.
 void Scheduler::admit() {
     KvPool& kv = runner_->kv();
+    int promised = 0;
+    for (const auto& a : active_) {
+        if (a->done) continue;
+        const int held = static_cast<int>(kv.table(a->slot).size());
+        promised += a->next < 0 ? std::max(0, KvPool::pages_for(static_cast<int64_t>(a->prompt.size())) - held) : 1;
+    }
     while (!free_slots_.empty() && !queue_.empty()) {
         Seq& s = *queue_.front();
         if (s.done) break;  // dropped at the end of the step
-        if (KvPool::pages_for(static_cast<int64_t>(s.prompt.size())) > kv.free_pages()) break;
+        const int need = KvPool::pages_for(static_cast<int64_t>(s.prompt.size()));
+        if (need + promised > kv.free_pages() && !active_.empty()) break;
+        if (need > kv.free_pages()) break;
+        promised += need;
         s.slot = free_slots_.back();
         free_slots_.pop_back();
         active_.push_back(std::move(queue_.front()));

@@ -50,6 +50,9 @@ func serve(args []string) error {
 	if *modelPath == "" {
 		return errors.New("-m MODEL.gguf is required")
 	}
+	if *nCtx < 1 || *seqs < 1 || *queue < 1 {
+		return errors.New("-ctx, -seqs and -queue must be at least 1")
+	}
 	logger := log.New(os.Stderr, "server: ", log.LstdFlags)
 	path := *lib
 	if path == "" {
