@@ -92,7 +92,6 @@ minfer_status minfer_batch_add(minfer_batch* batch, const minfer_sequence_params
         spec.prompt.assign(params->prompt, params->prompt + params->n_prompt);
         spec.max_tokens = params->max_tokens;
         if (params->sampler) spec.sampler = *params->sampler;
-        if (params->sampler && spec.sampler.size == 0) spec.sampler.size = 1;  // a zeroed struct is an error, not greedy
         for (size_t i = 0; i < params->n_stops; ++i) {
             if (!params->stops[i]) fail(MINFER_ERR_INVALID_ARGUMENT, "sequence params: stop string %zu is NULL", i);
             spec.stops.emplace_back(params->stops[i]);

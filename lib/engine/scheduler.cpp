@@ -84,7 +84,7 @@ uint64_t Scheduler::add(SequenceSpec spec) {
             fail(MINFER_ERR_INVALID_ARGUMENT, "batch: prompt token %d at index %zu is outside the vocabulary [0, %d)", spec.prompt[i], i, n_vocab);
     if (spec.prompt.size() > static_cast<size_t>(n_ctx_))
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: a prompt of %zu tokens does not fit a sequence of %d positions", spec.prompt.size(), n_ctx_);
-    const int pool = stats_.kv_pages;  // constant after construction
+    const int pool = runner_->kv().n_pages();  // constant after construction
     if (KvPool::pages_for(static_cast<int64_t>(spec.prompt.size())) > pool)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: a prompt of %zu tokens does not fit the KV pool of %d positions", spec.prompt.size(),
              pool * kKvPage);
@@ -94,7 +94,7 @@ uint64_t Scheduler::add(SequenceSpec spec) {
     if (!spec.stops.empty() && !tok_) model_->tokenizer();  // throws: stop strings need the vocabulary's text
 
     auto s = std::make_unique<Seq>();
-    if (spec.sampler.size != 0) s->sampler.configure(spec.sampler);  // validates; throws naming the field
+    if (spec.sampler) s->sampler.configure(*spec.sampler);  // validates; throws naming the field
     s->greedy = s->sampler.greedy_only();
     s->prompt = std::move(spec.prompt);
     s->max_tokens = spec.max_tokens;
@@ -351,9 +351,19 @@ void Scheduler::drop_finished() {
         auto it = std::lower_bound(live_.begin(), live_.end(), id);
         if (it != live_.end() && *it == id) live_.erase(it);
     }
+}
+
+void Scheduler::publish_stats(size_t step_tokens, int step_sequences, size_t generated) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (step_tokens > 0) {
+        stats_.last_step_tokens = static_cast<int>(step_tokens);
+        stats_.last_step_sequences = step_sequences;
+        ++stats_.steps;
+        stats_.tokens_generated += generated;
+    }
     stats_.active = static_cast<int>(active_.size());
     stats_.queued = static_cast<int>(queue_.size() + incoming_.size());
-    stats_.kv_pages_free = kv.free_pages();
+    stats_.kv_pages_free = runner_->kv().free_pages();
 }
 
 size_t Scheduler::step(Event* out, size_t cap, int wait_ms) {
@@ -375,22 +385,8 @@ size_t Scheduler::step(Event* out, size_t cap, int wait_ms) {
             for (const Event& e : pending_) generated += e.token >= 0 ? 1 : 0;
         }
         drop_finished();
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (n_tokens > 0) {
-                stats_.last_step_tokens = static_cast<int>(n_tokens);
-                stats_.last_step_sequences = n_seq;
-                ++stats_.steps;
-                stats_.tokens_generated += generated;
-            }
-        }
-        // A sequence admitted now starts its prefill at the next step.
-        admit();
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            stats_.active = static_cast<int>(active_.size());
-            stats_.queued = static_cast<int>(queue_.size() + incoming_.size());
-        }
+        admit();  // into the slots and pages just freed: the sequence starts its prefill at the next step
+        publish_stats(n_tokens, n_seq, generated);
     }
     size_t n = 0;
     while (n < cap && !pending_.empty()) {

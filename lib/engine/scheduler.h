@@ -20,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,7 @@ struct BatchParams {
 struct SequenceSpec {
     std::vector<int32_t> prompt;
     int32_t max_tokens = 0;  // new tokens at most; 0: until the sequence's n_ctx positions are used
-    minfer_sampler_params sampler{};  // size 0: greedy
+    std::optional<minfer_sampler_params> sampler;  // none: greedy
     std::vector<std::string> stops;
 };
 
@@ -100,6 +101,7 @@ private:
     void finish(Seq& s, minfer_status status, minfer_stop_reason reason, const std::string& error);
     void emit_token(Seq& s, int32_t token);
     void drop_finished();
+    void publish_stats(size_t step_tokens, int step_sequences, size_t generated);
 
     std::shared_ptr<Model> model_;
     BatchParams params_;
