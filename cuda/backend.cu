@@ -472,6 +472,38 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
     return y;
 }
 
+std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
+                                    const std::vector<float>& x, std::vector<float>* x_used) {
+    cuda::Stream stream;
+    const auto t = static_cast<quant::Type>(type);
+    const auto xq_bytes = static_cast<uint64_t>(cuda::matvec_xq_bytes(cols));
+    DeviceMemory dw(n_bytes, nullptr, "W"), dx(x.size() * 4, nullptr, "x"), dy(static_cast<uint64_t>(rows) * 4, nullptr, "y"),
+        dq(xq_bytes, nullptr, "xq");
+    check(cudaMemcpy(dw.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "upload W");
+    check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
+    check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");
+    check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
+    cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get());
+    const void* w = dw.as<void>();
+    float* y = dy.as<float>();
+    cuda::matvec_xq(t, 1, &w, &rows, cols, dq.as<void>(), &y, stream.get());
+    stream.sync("matvec_xq");
+    std::vector<float> out(static_cast<size_t>(rows));
+    check(cudaMemcpy(out.data(), dy.as<void>(), out.size() * 4, cudaMemcpyDeviceToHost), "download y");
+    std::vector<uint8_t> q(xq_bytes);
+    check(cudaMemcpy(q.data(), dq.as<void>(), q.size(), cudaMemcpyDeviceToHost), "download xq");
+    if (x_used) {
+        x_used->resize(static_cast<size_t>(cols));
+        for (int64_t c = 0; c < cols; ++c) {
+            float d;
+            std::memcpy(&d, &q[static_cast<size_t>(2 * cols + c / 32 * 16)], 4);
+            const int hi = static_cast<int8_t>(q[static_cast<size_t>(c)]), lo = static_cast<int8_t>(q[static_cast<size_t>(cols + c)]);
+            (*x_used)[static_cast<size_t>(c)] = static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
+        }
+    }
+    return out;
+}
+
 std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                          int L, int n_head, int n_head_kv, int head_dim, bool device_pos) {
     cuda::Stream stream;

@@ -82,8 +82,8 @@ static_assert(cuda::kKvPageShift == engine::kKvPageShift, "the CUDA kernels and 
 class CudaRunner final : public engine::Runner {
 public:
     CudaRunner(std::shared_ptr<CudaModel> model, const model::Config& c, const model::Plan& plan, const engine::RunnerShape& shape,
-               bool graphs)
-        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
+               bool graphs, bool int8)
+        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs), int8_(int8), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
         m_->check_healthy();
         check(cudaSetDevice(0), "cudaSetDevice");
         max_tokens_ = static_cast<int>(std::min<int64_t>(kMaxChunk, int64_t{shape.n_ctx} * shape.n_seq));
@@ -110,6 +110,11 @@ public:
                        "attention scratch");
         batch_ = DeviceMemory(4 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
         io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
+        if (int8_) {
+            const int64_t widest = std::max({int64_t{c.n_embd}, q_dim_, int64_t{c.n_ff}});
+            xq_ = DeviceMemory(static_cast<uint64_t>(cuda::matvec_xq_bytes((widest + 31) / 32 * 32)), &m_->scratch_bytes,
+                               "int8 mat-vec input");
+        }
         keys_ = DeviceMemory(static_cast<uint64_t>(shape.max_out) * sizeof(unsigned long long), &m_->scratch_bytes, "argmax keys");
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
@@ -366,7 +371,12 @@ private:
             if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate_single);
             else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input);
         };
-        // Mat-vecs of one input: consecutive weights of one type and width share a launch.
+        // The int8 mat-vec for w (one token): its input is xq, written by the RMSNorm or quantize_x before it.
+        void* xq = xq_.as<void>();
+        auto i8w = [&](const Mat& w) { return int8_ && cuda::matvec_int8_supported(w.type) && w.cols % 32 == 0; };
+        auto i8 = [&](const Mat& w) { return single && i8w(w); };
+        // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
+        // width share a launch.
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
             const Mat* const* wm = ws.begin();
             float* const* ym = ys.begin();
@@ -377,7 +387,8 @@ private:
                 const void* w[3];
                 int64_t r[3];
                 for (int e = i; e < j; ++e) w[e - i] = wm[e]->w, r[e - i] = wm[e]->rows;
-                cuda::matvec_multi(wm[i]->type, j - i, w, r, wm[i]->cols, in, ym + i, s());
+                if (i8(*wm[i])) cuda::matvec_xq(wm[i]->type, j - i, w, r, wm[i]->cols, xq, ym + i, s());
+                else cuda::matvec_multi(wm[i]->type, j - i, w, r, wm[i]->cols, in, ym + i, s());
                 i = j;
             }
         };
@@ -393,8 +404,9 @@ private:
             __half* kc = k_cache_.as<__half>() + at;
             __half* vc = v_cache_.as<__half>() + at;
 
-            // Several tokens: the norm also writes the f16 copy the GEMMs read.
-            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd));
+            // Several tokens: the norm also writes the f16 copy the GEMMs read; one: the int8 copy if wanted.
+            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd),
+                           i8(L.wq) || i8(L.wk) || i8(L.wv) ? xq : nullptr);
             if (single) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
@@ -423,17 +435,26 @@ private:
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map);
                 r = e;
             }
-            if (single) {
+            if (single && i8(L.wo)) {
+                cuda::quantize_x(att, nullptr, q_dim_, xq, s());
+                cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true);  // x += Wo att
+            } else if (single) {
                 matmul(L.wo, att, x, true);  // x += Wo att
             } else {
                 matmul(L.wo, att, xb, false);
                 cuda::add(x, xb, nd, s());
             }
 
-            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd));
+            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd),
+                           i8(L.gate) || i8(L.up) ? xq : nullptr);
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
-                cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
+                if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
+                    cuda::quantize_x(gate, up, c.n_ff, xq, s());
+                    cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true);
+                } else {
+                    cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
+                }
             } else {
                 matmul(L.gate, xb, gate, false, true);
                 matmul(L.up, xb, up, false, true);
@@ -447,15 +468,17 @@ private:
         const int n_rows = static_cast<int>(rows.size());
         if (n_rows > 0) {
             cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
-            cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s());
+            cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, n_rows == 1 && i8w(output_) ? xq : nullptr);
         }
         float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
         if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
         } else {
-            for (int i = 0; i < n_rows; ++i)
-                cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd,
-                             logits + static_cast<size_t>(i) * c.n_vocab, s());
+            for (int i = 0; i < n_rows; ++i) {
+                float* out = logits + static_cast<size_t>(i) * c.n_vocab;
+                if (n_rows == 1 && i8w(output_)) cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &out, s());
+                else cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd, out, s());
+            }
         }
     }
 
@@ -463,6 +486,7 @@ private:
     model::Config c_;
     engine::RunnerShape shape_;
     bool graphs_;
+    bool int8_;  // the matvec_int8 option
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
     int64_t kv_rows_ = 0;  // KV rows per layer: the pool's pages * kKvPage
@@ -471,6 +495,7 @@ private:
     DeviceMemory k_cache_, v_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim] f16
     DeviceMemory pages_;              // [n_seq][kv_.max_table()] the page tables
     DeviceMemory x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, partial_;
+    DeviceMemory xq_;      // the int8 mat-vecs' quantized input (int8_ only)
     DeviceMemory batch_;   // [4][max_tokens]: a chunk's token ids, positions, slots and output rows
     DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys
@@ -499,7 +524,8 @@ private:
 std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
                                                  const model::Plan& plan, const engine::RunnerShape& shape,
                                                  const options::Values& opts) {
-    return std::make_unique<CudaRunner>(std::move(model), config, plan, shape, opts.get(options::Id::cuda_graph) != 0);
+    return std::make_unique<CudaRunner>(std::move(model), config, plan, shape, opts.get(options::Id::cuda_graph) != 0,
+                                        opts.get(options::Id::matvec_int8) != 0);
 }
 
 }  // namespace minfer::device

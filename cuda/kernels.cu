@@ -9,6 +9,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/dequant.cuh"
+#include "cuda/matvec_impl.cuh"  // mv::xq_put4: the quantized input of the int8 mat-vec
 
 namespace minfer::cuda {
 namespace {
@@ -185,7 +186,7 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float e
 // loop form above waits dim / blockDim times, which made it the slowest kernel of a decode step).
 constexpr int kRmsVec = 4;
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out,
-                                                            __half* out16) {
+                                                            __half* out16, uint8_t* xq) {
     __shared__ float partial[32];
     const float4* in = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
@@ -205,9 +206,10 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int 
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
+        float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
         if (i < n4) {
-            const float4 y = make_float4(__fmul_rn(__fmul_rn(v[e].x, scale), g[e].x), __fmul_rn(__fmul_rn(v[e].y, scale), g[e].y),
-                                         __fmul_rn(__fmul_rn(v[e].z, scale), g[e].z), __fmul_rn(__fmul_rn(v[e].w, scale), g[e].w));
+            y = make_float4(__fmul_rn(__fmul_rn(v[e].x, scale), g[e].x), __fmul_rn(__fmul_rn(v[e].y, scale), g[e].y),
+                            __fmul_rn(__fmul_rn(v[e].z, scale), g[e].z), __fmul_rn(__fmul_rn(v[e].w, scale), g[e].w));
             o[i] = y;
             if (out16) {  // the f16 copy a GEMM reads, as to_f16 would make it
                 __half2* h = reinterpret_cast<__half2*>(out16 + static_cast<int64_t>(blockIdx.x) * dim) + 2 * i;
@@ -215,6 +217,7 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int 
                 h[1] = __halves2half2(__float2half_rn(y.z), __float2half_rn(y.w));
             }
         }
+        if (xq) mv::xq_put4(y, 4 * int64_t{i}, dim, xq, i < n4);  // the whole block (warp-uniform branch)
     }
 }
 
@@ -391,13 +394,16 @@ void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, 
     check_launch("gemm_fused");
 }
 
-void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16) {
-    const bool aligned =
-        (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(out16)) % 16 == 0;
+void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16,
+              void* xq) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out) |
+                          reinterpret_cast<uintptr_t>(out16) | reinterpret_cast<uintptr_t>(xq)) % 16 == 0;
+    if (xq && (rows != 1 || dim % 32 != 0 || !aligned || dim > kRmsVec * 4 * 1024))
+        fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs one aligned row of a multiple of 32 (%d)", dim);
     if (aligned && dim % 4 == 0 && dim <= kRmsVec * 4 * 1024) {
         const int per = kRmsVec * 4;  // elements per thread at most
         const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-        rms_norm_vec_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16);
+        rms_norm_vec_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16, static_cast<uint8_t*>(xq));
     } else {
         const int threads = dim >= 1024 ? 256 : 128;
         rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16);

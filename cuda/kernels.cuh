@@ -55,6 +55,17 @@ void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* row
 // first (the swiglu kernel).
 void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y,
                    cudaStream_t stream, bool accumulate = false);
+// The int8 path of the decode mat-vec (q4_0, q8_0, q4_K, q6_K; cols a multiple of 32): the input is
+// quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by quantize_x, or by rms_norm's
+// xq output, and every matrix that multiplies it reads xq: two int8 digits per value (about 15 bits,
+// cuda/matvec_impl.cuh) and integer tensor-core products, an error of about 1e-5 of the largest input
+// value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
+bool matvec_int8_supported(quant::Type t);
+int64_t matvec_xq_bytes(int64_t cols);
+void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream);
+// As matvec_multi, the input being xq.
+void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
+               cudaStream_t stream, bool accumulate = false);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
@@ -68,9 +79,10 @@ void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, c
 // tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream);
 
-// out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives).
+// out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives). xq
+// (optional; one row, dim a multiple of 32): also writes the result quantized as quantize_x would.
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
-              __half* out16 = nullptr);
+              __half* out16 = nullptr, void* xq = nullptr);
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);
 // NeoX rotary embedding in place; inv_freq[i] = base^(-2i/head_dim) in double, on the device.
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* inv_freq, cudaStream_t stream);

@@ -80,14 +80,14 @@ void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float
 }
 
 // CTAs of the MMA kernel per SM with the largest partials: sets the kernel's shared-memory limit once.
-template <Type T>
+template <Type T, bool kI8>
 int mma_blocks_per_sm() {
     static const int occupancy = [] {
-        constexpr int smem = mma_smem_bytes<T>(kMaxTilesPerCta);
-        check(cudaFuncSetAttribute(matvec_mma_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        constexpr int smem = mma_smem_bytes<T, kI8>(kMaxTilesPerCta);
+        check(cudaFuncSetAttribute(matvec_mma_kernel<T, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
               "mat-vec shared memory limit");
         int n = 0;
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T>, kThreads, smem), "mat-vec occupancy");
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T, kI8>, kThreads, smem), "mat-vec occupancy");
         return std::max(n, 1);
     }();
     return occupancy;
@@ -104,13 +104,15 @@ int sm_count() {
     return n;
 }
 
-template <Type T>
-void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, cudaStream_t stream, bool accumulate) {
+// kI8: the int8 family on xq; otherwise x (and x_up).
+template <Type T, bool kI8 = false>
+void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, const uint8_t* xq, cudaStream_t stream,
+                bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
-    const int per_sm = mma_blocks_per_sm<T>();
+    const int per_sm = mma_blocks_per_sm<T, kI8>();
     const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
-    matvec_mma_kernel<T><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T>(g.maxk), stream>>>(
-        seg, x, x_up, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
+    matvec_mma_kernel<T, kI8><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T, kI8>(g.maxk), stream>>>(
+        seg, x, x_up, xq, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
 }
 
 template <Type T>
@@ -124,12 +126,17 @@ void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_
 
 namespace {
 
-// x_up (the MMA family only): the input is silu(x) * x_up, formed in the kernel.
+// x_up (the MMA family only): the input is silu(x) * x_up, formed in the kernel. xq (the int8 family
+// only, x and x_up then unused): the input quantized by quantize_x.
 void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, const float* x_up,
-                 float* const* y, cudaStream_t stream, bool accumulate) {
+                 const uint8_t* xq, float* const* y, cudaStream_t stream, bool accumulate) {
     if (n < 1 || n > 3) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %d matrices in one launch", n);
-    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up)) % 16 != 0 || cols % 8 != 0)
+    if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0 ||
+        cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
+    if (xq && (!matvec_int8_supported(t) || cols % 32 != 0))
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no int8 path for type %d and %lld columns", static_cast<int>(t),
+             static_cast<long long>(cols));
     for (int i = 0; i < n; ++i)
         if (reinterpret_cast<uintptr_t>(w[i]) % 16 != 0) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: weights must be 16-byte aligned");
     int64_t total = 0;
@@ -163,7 +170,10 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             const int i1 = joint ? n : i + 1;
             const Segments seg = segments(i, i1);
             if (seg.end[seg.n - 1] > 0) {
-                if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, stream, accumulate);
+                if constexpr (kInt8Family<T>) {
+                    if (xq) launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
+                    else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
+                } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
                 else launch_ref<T>(w[i], rows[i], cols, in, y[i], stream, accumulate);
             }
@@ -178,12 +188,12 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
 
 void matvec_multi(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, float* const* y,
                   cudaStream_t stream, bool accumulate) {
-    matvec_impl(t, n, w, rows, cols, x, nullptr, y, stream, accumulate);
+    matvec_impl(t, n, w, rows, cols, x, nullptr, nullptr, y, stream, accumulate);
 }
 
 void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream, bool accumulate) {
     if (rows <= 0 || cols <= 0) return;
-    matvec_impl(t, 1, &w, &rows, cols, x, nullptr, &y, stream, accumulate);
+    matvec_impl(t, 1, &w, &rows, cols, x, nullptr, nullptr, &y, stream, accumulate);
 }
 
 void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y, cudaStream_t stream,
@@ -191,7 +201,45 @@ void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gat
     bool fused = false;
     dispatch_type(t, [&](auto tag) { fused = kMmaFamily<decltype(tag)::value>; });
     if (!fused) swiglu(gate, up, cols, stream);
-    matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, &y, stream, accumulate);
+    matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, nullptr, &y, stream, accumulate);
+}
+
+bool matvec_int8_supported(Type t) {
+    bool yes = false;
+    dispatch_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
+    return yes;
+}
+
+int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
+
+namespace {
+__global__ void quantize_x_kernel(const float* __restrict__ x, const float* __restrict__ up, int64_t cols, uint8_t* xq) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // float4 index
+    const bool valid = 4 * i < cols;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (valid) {
+        v = __ldg(reinterpret_cast<const float4*>(x) + i);
+        if (up) {
+            const float4 u = __ldg(reinterpret_cast<const float4*>(up) + i);
+            v = make_float4(silu_mul(v.x, u.x), silu_mul(v.y, u.y), silu_mul(v.z, u.z), silu_mul(v.w, u.w));
+        }
+    }
+    xq_put4(v, 4 * i, cols, xq, valid);
+}
+}  // namespace
+
+void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream) {
+    if (cols <= 0) return;
+    if (cols % 32 != 0 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "quantize_x: %lld columns (a multiple of 32) and 16-byte aligned buffers", static_cast<long long>(cols));
+    quantize_x_kernel<<<blocks_for(cols / 4, 256), 256, 0, stream>>>(x, up, cols, static_cast<uint8_t*>(xq));
+    check_launch("quantize_x");
+}
+
+void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
+               cudaStream_t stream, bool accumulate) {
+    if (!xq) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no quantized input");
+    matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate);
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

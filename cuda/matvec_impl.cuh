@@ -529,6 +529,238 @@ template <> struct Mv<Type::Q8_0> : MvLegacy<Type::Q8_0> {
     __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q80(c, y0, y1); }
 };
 
+// ---- the int8 family: q4_0, q8_0, q4_K, q6_K ------------------------------------------------------------------
+//
+// The input comes quantized once per mat-vec input (xq, written by quantize_x or by the RMSNorm before
+// it): per 32-column block b, x[c] ~= d_b * (256 * hi[c] + lo[c]) with hi, lo int8 digits (d_b = max |x|
+// / 32512, so hi is within +-127 and the value keeps about 15 significant bits: an error of 1.5e-5 of the
+// block's largest value at most), and s0_b, s1_b the integer sums of 256 hi + lo over the block's two
+// 16-column halves (the offsets and mins of the weights multiply these). Layout of xq_bytes(cols) bytes
+// (cols a multiple of 32): hi[cols], lo[cols], then per block a 16-byte record {d_b (f32 bits), s0_b,
+// s1_b, 0}.
+//
+// Weight codes enter mma.m16n8k32 (8-bit integers, s32 accumulators) as they are stored, unpacked with
+// one or two logic operations per four codes; the same "block diagonal" B as the f16 family, so lane (g,
+// t) gets its own integer dot products of rows g and g + 8 with the hi digits (D column 2t) and the lo
+// digits (2t + 1), and applies its blocks' scales in f32: 256 * hi + lo is exact in s32 for every type
+// (at most 8 * 4 products of 255 * 127 per accumulator), so the only roundings are the input's
+// quantization and the f32 scaling. The lanes with g >> 1 == t load B (8 consecutive digits of x: the
+// columns of their a0 then a2), the others pass zeros. About 1 to 2 issue slots per weight, against
+// 3 for the f16 family.
+__host__ __device__ constexpr int64_t xq_bytes(int64_t cols) { return 2 * cols + cols / 32 * 16; }
+
+// Quantizes groups of 8 lanes x 4 consecutive values (v at column c0 = 4 * (the lane's float4 index),
+// so each group covers one 32-column block) into xq. Every lane of the warp calls it (shuffles); `valid`
+// (the same for a whole group) false writes nothing.
+__device__ __forceinline__ void xq_put4(float4 v, int64_t c0, int64_t cols, uint8_t* xq, bool valid) {
+    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    am = fmaxf(am, __shfl_xor_sync(kFull, am, 1));
+    am = fmaxf(am, __shfl_xor_sync(kFull, am, 2));
+    am = fmaxf(am, __shfl_xor_sync(kFull, am, 4));
+    // Blocks whose largest magnitude is below 1e-33 become zeros (32512 / am must stay finite, d normal).
+    am = am < 1e-33f ? 0.0f : am;
+    const float inv = am > 0.0f ? 32512.0f / am : 0.0f;
+    const float f[4] = {v.x, v.y, v.z, v.w};
+    uint32_t hi = 0, lo = 0;
+    int s = 0;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const float u = f[e] * inv;  // |u| <= 32512 (+ rounding)
+        int h = max(-127, min(127, static_cast<int>(rintf(u * (1.0f / 256.0f)))));
+        int l = static_cast<int>(rintf(u - 256.0f * static_cast<float>(h)));  // -128 .. 128
+        if (l > 127) {  // 256 h + 128 = 256 (h + 1) - 128 (h < 127 here: u <= 32512)
+            ++h;
+            l -= 256;
+        }
+        l = max(-128, min(127, l));
+        hi |= (static_cast<uint32_t>(h) & 0xffu) << (8 * e);
+        lo |= (static_cast<uint32_t>(l) & 0xffu) << (8 * e);
+        s += 256 * h + l;
+    }
+    s += __shfl_xor_sync(kFull, s, 1);
+    s += __shfl_xor_sync(kFull, s, 2);  // the 16-column half's sum in each of its four lanes
+    const int s_next = __shfl_xor_sync(kFull, s, 4);
+    if (!valid) return;
+    *reinterpret_cast<uint32_t*>(xq + c0) = hi;
+    *reinterpret_cast<uint32_t*>(xq + cols + c0) = lo;
+    if ((c0 & 31) == 0) {
+        int4 rec;
+        rec.x = __float_as_int(am * (1.0f / 32512.0f));
+        rec.y = s;
+        rec.z = s_next;
+        rec.w = 0;
+        reinterpret_cast<int4*>(xq + 2 * cols)[c0 / 32] = rec;
+    }
+}
+
+struct Item8 {
+    uint32_t o0, o1;    // shared offsets of the k-tile bytes of rows g and g + 8
+    const int8_t* xb;   // hi (g even) or lo (g odd) digits at the k-tile's first column
+    const int4* meta;   // the k-tile's first block record
+    int t;              // lane & 3
+    int nb;             // legacy types: blocks present in this k-tile (8 except at the end of a row)
+    bool feeds;         // this lane loads B (g >> 1 == t)
+};
+// B of one MMA: 8 digits from column `col` of the k-tile (this lane's hi or lo), zeros for other lanes.
+__device__ __forceinline__ uint2 bx8(const Item8& c, int col, bool valid = true) {
+    return c.feeds && valid ? ld_x8(c.xb + col) : make_uint2(0u, 0u);
+}
+__device__ __forceinline__ float digits(const int (&a)[4], int r) { return static_cast<float>(256 * a[2 * r] + a[2 * r + 1]); }
+
+// q8_0 (d, qs[32] signed): lane t takes blocks t and t + 4 whole; MMA m multiplies words 2m, 2m + 1 of qs
+// (columns 8m .. 8m+7 of the block).
+__device__ __forceinline__ void tile8_q80(const Item8& c, float& y0, float& y1) {
+#pragma unroll
+    for (int bb = 0; bb < 2; ++bb) {
+        const int blk = c.t + 4 * bb;
+        const bool valid = blk < c.nb;
+        uint32_t w0[8], w1[8];
+        ld_words<8>(c.o0 + blk * 34 + 2, w0);
+        ld_words<8>(c.o1 + blk * 34 + 2, w1);
+        int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int m = 0; m < 4; ++m) mma_i8<true>(acc, w0[2 * m], w1[2 * m], w0[2 * m + 1], w1[2 * m + 1], bx8(c, 32 * blk + 8 * m, valid));
+        if (valid) {
+            const float dx = __int_as_float(ld_xmeta(c.meta + blk).x);
+            y0 += ld_f16(c.o0 + blk * 34) * dx * digits(acc, 0);
+            y1 += ld_f16(c.o1 + blk * 34) * dx * digits(acc, 1);
+        }
+    }
+}
+
+// q4_0 (d, qs[16]: byte l holds element l low and l + 16 high, code - 8): lane t takes blocks t, t + 4;
+// MMAs 0, 1 the low nibbles of words 0-1 and 2-3, MMAs 2, 3 the high ones. The -8 goes through the sums.
+__device__ __forceinline__ void tile8_q40(const Item8& c, float& y0, float& y1) {
+#pragma unroll
+    for (int bb = 0; bb < 2; ++bb) {
+        const int blk = c.t + 4 * bb;
+        const bool valid = blk < c.nb;
+        uint32_t w0[4], w1[4];
+        ld_words<4>(c.o0 + blk * 18 + 2, w0);
+        ld_words<4>(c.o1 + blk * 18 + 2, w1);
+        int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int m = 0; m < 4; ++m) {
+            const int sh = 4 * (m >> 1), wi = 2 * (m & 1);
+            mma_i8<false>(acc, (w0[wi] >> sh) & 0x0F0F0F0Fu, (w1[wi] >> sh) & 0x0F0F0F0Fu, (w0[wi + 1] >> sh) & 0x0F0F0F0Fu,
+                          (w1[wi + 1] >> sh) & 0x0F0F0F0Fu, bx8(c, 32 * blk + 8 * m, valid));
+        }
+        if (valid) {
+            const int4 rec = ld_xmeta(c.meta + blk);
+            const float dx = __int_as_float(rec.x), off = static_cast<float>(8 * (rec.y + rec.z));
+            y0 += ld_f16(c.o0 + blk * 18) * dx * (digits(acc, 0) - off);
+            y1 += ld_f16(c.o1 + blk * 18) * dx * (digits(acc, 1) - off);
+        }
+    }
+}
+
+// q4_K (d, dmin, scales[12], qs[128]; 16-byte aligned): lane t takes qs bytes 32t .. 32t+31, i.e.
+// sub-blocks 2t (low nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l), one accumulator
+// each: y += d_x (d sc_j D_j - dmin m_j S_j) per sub-block j.
+__device__ __forceinline__ void tile8_q4k(const Item8& c, float& y0, float& y1) {
+    const int t = c.t;
+    uint32_t q[2][8];
+    float dsa[2], dsb[2], dma[2], dmb[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t o = r ? c.o1 : c.o0;
+        const uint4 h = ld128(o);  // d, dmin, scales[0..11]
+        const bool low = t < 2;
+        const uint32_t sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
+        const uint32_t mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+        const int sh = 16 * (t & 1);
+        const float d = f16_lo(h.x), dmin = f16_hi(h.x);
+        dsa[r] = d * static_cast<float>((sc >> sh) & 0xffu);
+        dsb[r] = d * static_cast<float>((sc >> (sh + 8)) & 0xffu);
+        dma[r] = dmin * static_cast<float>((mn >> sh) & 0xffu);
+        dmb[r] = dmin * static_cast<float>((mn >> (sh + 8)) & 0xffu);
+        const uint4 a = ld128(o + 16 + 32 * t), b = ld128(o + 32 + 32 * t);
+        q[r][0] = a.x; q[r][1] = a.y; q[r][2] = a.z; q[r][3] = a.w;
+        q[r][4] = b.x; q[r][5] = b.y; q[r][6] = b.z; q[r][7] = b.w;
+    }
+    int acc[2][4] = {};
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        mma_i8<false>(acc[0], q[0][2 * m] & 0x0F0F0F0Fu, q[1][2 * m] & 0x0F0F0F0Fu, q[0][2 * m + 1] & 0x0F0F0F0Fu,
+                      q[1][2 * m + 1] & 0x0F0F0F0Fu, bx8(c, 64 * t + 8 * m));
+        mma_i8<false>(acc[1], (q[0][2 * m] >> 4) & 0x0F0F0F0Fu, (q[1][2 * m] >> 4) & 0x0F0F0F0Fu, (q[0][2 * m + 1] >> 4) & 0x0F0F0F0Fu,
+                      (q[1][2 * m + 1] >> 4) & 0x0F0F0F0Fu, bx8(c, 64 * t + 32 + 8 * m));
+    }
+    const int4 ra = ld_xmeta(c.meta + 2 * t), rb = ld_xmeta(c.meta + 2 * t + 1);
+    const float xa = __int_as_float(ra.x), xb = __int_as_float(rb.x);
+    const float sa = static_cast<float>(ra.y + ra.z), sb = static_cast<float>(rb.y + rb.z);
+    y0 += xa * (dsa[0] * digits(acc[0], 0) - dma[0] * sa) + xb * (dsb[0] * digits(acc[1], 0) - dmb[0] * sb);
+    y1 += xa * (dsa[1] * digits(acc[0], 1) - dma[1] * sa) + xb * (dsb[1] * digits(acc[1], 1) - dmb[1] * sb);
+}
+
+// q6_K (ql[128], qh[64], scales[16] int8, d; code - 32): lane t takes half h = t >> 1 and the ql bytes
+// 64h + 32k1 + l (k1 = t & 1): low nibbles are field k1 (columns 128h + 32k1 + l), high nibbles field
+// k1 + 2 (64 columns further); qh[32h + l] bits 2k, 2k + 1 are bits 4-5 of field k's code. Four
+// 16-column sub-blocks per lane, two MMAs each; the -32 goes through the half-block sums.
+__device__ __forceinline__ void tile8_q6k(const Item8& c, float& y0, float& y1) {
+    const int t = c.t, h = t >> 1, k1 = t & 1;
+    const int shl = 4 - 2 * k1, shr = 2 * k1;
+    uint32_t ql[2][8], qh[2][8];
+    float ds[2][4];  // d sc_j for sub-blocks 8h + 2k1 + {0, 1} (low field) and 8h + 4 + 2k1 + {0, 1} (high)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const uint32_t o = r ? c.o1 : c.o0;
+        ld_words<8>(o + 64 * h + 32 * k1, ql[r]);
+        ld_words<8>(o + 128 + 32 * h, qh[r]);
+        const float d = ld_f16(o + 208);
+#pragma unroll
+        for (int f = 0; f < 2; ++f) {
+            const uint32_t v = ld16(o + 192 + 8 * h + 2 * k1 + 4 * f);
+            ds[r][2 * f] = d * static_cast<float>(static_cast<int8_t>(v & 0xffu));
+            ds[r][2 * f + 1] = d * static_cast<float>(static_cast<int8_t>(v >> 8));
+        }
+    }
+    const int4 rl = ld_xmeta(c.meta + 4 * h + k1), rh = ld_xmeta(c.meta + 4 * h + 2 + k1);
+#pragma unroll
+    for (int f = 0; f < 2; ++f) {  // f = 0: low field, 1: high
+        const int4 rec = f ? rh : rl;
+        const float dx = __int_as_float(rec.x);
+#pragma unroll
+        for (int sub = 0; sub < 2; ++sub) {
+            int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+            for (int mm = 0; mm < 2; ++mm) {
+                const int i = 4 * sub + 2 * mm;  // words i, i + 1: columns 8 * (2 sub + mm) .. of the field's 32
+                uint32_t a[2][2];
+#pragma unroll
+                for (int r = 0; r < 2; ++r)
+#pragma unroll
+                    for (int j = 0; j < 2; ++j) {
+                        const uint32_t l = ql[r][i + j], u = qh[r][i + j];
+                        a[r][j] = f ? ((l >> 4) & 0x0F0F0F0Fu) | ((u >> shr) & 0x30303030u)
+                                    : (l & 0x0F0F0F0Fu) | ((u << shl) & 0x30303030u);
+                    }
+                mma_i8<false>(acc, a[0][0], a[1][0], a[0][1], a[1][1], bx8(c, 128 * h + 64 * f + 32 * k1 + 16 * sub + 8 * mm));
+            }
+            const float off = static_cast<float>(32 * (sub ? rec.z : rec.y));
+            y0 += ds[0][2 * f + sub] * dx * (digits(acc, 0) - off);
+            y1 += ds[1][2 * f + sub] * dx * (digits(acc, 1) - off);
+        }
+    }
+}
+
+template <Type T>
+struct Mv8;
+template <> struct Mv8<Type::Q4_0> {
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q40(c, y0, y1); }
+};
+template <> struct Mv8<Type::Q8_0> {
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q80(c, y0, y1); }
+};
+template <> struct Mv8<Type::Q4_K> {
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q4k(c, y0, y1); }
+};
+template <> struct Mv8<Type::Q6_K> {
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q6k(c, y0, y1); }
+};
+template <Type T>
+constexpr bool kInt8Family = T == Type::Q4_0 || T == Type::Q8_0 || T == Type::Q4_K || T == Type::Q6_K;
+
 template <Type T>
 constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
@@ -540,17 +772,34 @@ constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_
 #endif
 constexpr int kStages = MINFER_MATVEC_STAGES;
 static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "MINFER_MATVEC_STAGES: a power of two, at least 2");
-// Bytes per row segment in the ring: the data (at offset <= 14 in the slot, the offset of its address
-// modulo 16) plus the word ld_words reads past it, rounded to an odd number of 16-byte units so that the
-// eight rows a warp-wide load touches start in eight different 4-bank groups.
-constexpr int seg_bytes(int kt_bytes) { return ((kt_bytes + 18 + 15) / 16 | 1) * 16; }
+// CTAs per SM the kernels are compiled for (__launch_bounds__): a tuning knob like kStages.
+#ifndef MINFER_MATVEC_MIN_BLOCKS
+#define MINFER_MATVEC_MIN_BLOCKS 4
+#endif
+// The copies fetch each row segment from the 32-byte boundary at or before it, so the two lanes of a
+// row cover one whole 32-byte sector per copy instruction. A segment's data then starts at offset
+// (address mod 32) in its slot: below 32 - the alignment the type's blocks keep (16 for q4_K and q5_K,
+// whose blocks are 144 and 176 bytes; 2 to 8 for the others).
 template <Type T>
-constexpr int warp_bytes() {
-    return (kStages * kTileRows * seg_bytes(Mv<T>::kKtBytes) + kFragBytes + kSumsBytes + 15) / 16 * 16;
+constexpr int seg_align() {
+    const int b = block_bytes(T);
+    return (b & -b) < 16 ? (b & -b) : 16;
 }
+// Bytes per row segment in the ring: the data at its largest offset plus the word ld_words reads past
+// it, rounded to an odd number of 16-byte units so that the eight rows a warp-wide load touches start in
+// eight different 4-bank groups.
 template <Type T>
+constexpr int seg_bytes() {
+    return ((Mv<T>::kKtBytes + 32 - seg_align<T>() + 4 + 15) / 16 | 1) * 16;
+}
+// kI8: the int8 family (no B fragments or sums of its own: its input is xq).
+template <Type T, bool kI8 = false>
+constexpr int warp_bytes() {
+    return (kStages * kTileRows * seg_bytes<T>() + (kI8 ? 0 : kFragBytes + kSumsBytes) + 15) / 16 * 16;
+}
+template <Type T, bool kI8 = false>
 constexpr int mma_smem_bytes(int maxk) {
-    return (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T>();
+    return (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T, kI8>();
 }
 
 // B operand of one k-tile from x[kt*256 ..]: lane L holds columns 8L .. 8L+7 in v (zeros past the row).
@@ -608,15 +857,15 @@ __device__ __forceinline__ void prep_ktile(const float4 xa, const float4 xb, uin
     }
 }
 
-// One 16-byte cp.async per chunk J of the lane's span (chunks J * 2 + half; immediate offsets).
+// One 16-byte cp.async per chunk J >= j0 of the lane's span (chunks J * 2 + half; immediate offsets).
 template <int J>
-__device__ __forceinline__ void copy_chunk(uint32_t dst, const uint8_t* src, int chunk, int nch, int rem) {
-    if (chunk < nch) cp_async16<32 * J>(dst, src, min(16, rem - 32 * J));
+__device__ __forceinline__ void copy_chunk(uint32_t dst, const uint8_t* src, int chunk, int nch, int rem, int j0) {
+    if (chunk < nch && J >= j0) cp_async16<32 * J>(dst, src, min(16, rem - 32 * J));
 }
 template <int... J>
 __device__ __forceinline__ void copy_span(std::integer_sequence<int, J...>, uint32_t dst, const uint8_t* src, int half, int nch,
-                                          int rem) {
-    (copy_chunk<J>(dst, src, 2 * J + half, nch, rem), ...);
+                                          int rem, int j0) {
+    (copy_chunk<J>(dst, src, 2 * J + half, nch, rem, j0), ...);
 }
 
 // Up to three matrices of one type and width, multiplied by the same x in one launch (q, k and v; gate
@@ -637,19 +886,25 @@ __host__ __device__ inline Segments one_segment(const uint8_t* w, float* y, int6
     s.n = 1;
     return s;
 }
+// Fields of segment i by selects, not by indexing: an index that is not a compile-time constant would
+// copy the kernel parameter to local memory (an 80-byte stack frame, read per copy instruction).
 __device__ __forceinline__ int segment_of(const Segments& s, int64_t r) { return r < s.end[0] ? 0 : r < s.end[1] ? 1 : 2; }
-__device__ __forceinline__ int64_t segment_start(const Segments& s, int i) { return i == 0 ? 0 : s.end[i - 1]; }
+__device__ __forceinline__ int64_t segment_start(const Segments& s, int i) { return i == 0 ? 0 : i == 1 ? s.end[0] : s.end[1]; }
+__device__ __forceinline__ int64_t segment_end(const Segments& s, int i) { return i == 0 ? s.end[0] : i == 1 ? s.end[1] : s.end[2]; }
+__device__ __forceinline__ const uint8_t* segment_w(const Segments& s, int i) { return i == 0 ? s.w[0] : i == 1 ? s.w[1] : s.w[2]; }
+__device__ __forceinline__ float* segment_y(const Segments& s, int i) { return i == 0 ? s.y[0] : i == 1 ? s.y[1] : s.y[2]; }
 
 // x_up: when not null, the input is silu(x) * x_up (SwiGLU, rounded as cuda/kernels.cu's swiglu), formed
 // as x is loaded.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-template <Type T>
-__global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments seg, const float* __restrict__ x,
-                                                                 const float* __restrict__ x_up, int cols, int64_t row_bytes,
-                                                                 int64_t tiles, int maxk, bool accumulate) {
-    const int64_t rows = seg.end[seg.n - 1];
-    constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes(KTB);
+// kI8 (the int8 family): the input is xq (x and x_up unused); otherwise x (and x_up), xq unused.
+template <Type T, bool kI8 = false>
+__global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma_kernel(
+    const Segments seg, const float* __restrict__ x, const float* __restrict__ x_up, const uint8_t* __restrict__ xq, int cols,
+    int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
+    const int64_t rows = segment_end(seg, seg.n - 1);
+    constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes<T>();
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t tb0 = tiles * blockIdx.x / gridDim.x, tb1 = tiles * (blockIdx.x + 1) / gridDim.x;
@@ -659,15 +914,16 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
     const int i0 = n_items * warp / kWarps, i1 = n_items * (warp + 1) / kWarps;
 
     const uint32_t part_bytes = (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16;
-    const uint32_t ring = part_bytes + warp * warp_bytes<T>();
+    const uint32_t ring = part_bytes + warp * warp_bytes<T, kI8>();
     const uint32_t frag = ring + kStages * kTileRows * SEG, sums = frag + kFragBytes;
     const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(mv_smem));
     float* part = reinterpret_cast<float*>(mv_smem) + warp * maxk * kTileRows;
     for (int i = lane; i < k * kTileRows; i += 32) part[i] = 0.0f;
-    if (lane <= kMmas) st64(frag + lane * kFragRow + 64, make_uint2(0u, 0u));  // the zero entries
+    if (!kI8 && lane <= kMmas) st64(frag + lane * kFragRow + 64, make_uint2(0u, 0u));  // the zero entries
 
     // Copying: item `ic` (k-tile ic_kt, tile ic_tl) goes to ring slot ic % kStages. Lane: row lane & 15,
-    // chunks half, half + 2, ... of the aligned span around that row's segment. One cp.async group per
+    // 16-byte chunks half, half + 2, ... of the span from the 32-byte boundary at or before that row's
+    // segment (each copy instruction reads whole sectors). One cp.async group per
     // item (empty past the warp's items), so waiting for all but the newest kStages - 1 groups means
     // waiting for the item about to be decoded.
     const int rr = lane & 15, half = lane >> 4;
@@ -681,16 +937,17 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
             const int64_t r = (tb0 + ic_tl) * kTileRows + rr;
             if (r < rows) {
                 const int si = segment_of(seg, r);
-                const int64_t r0 = segment_start(seg, si), total = (seg.end[si] - r0) * row_bytes;  // the segment's bytes
-                const uint8_t* w = seg.w[si];
+                const int64_t r0 = segment_start(seg, si), total = (segment_end(seg, si) - r0) * row_bytes;  // its bytes
+                const uint8_t* w = segment_w(seg, si);
                 const int64_t kb = static_cast<int64_t>(ic_kt) * KTB, src = (r - r0) * row_bytes + kb;
                 int n = KTB;
                 if constexpr (kPartialTiles) n = static_cast<int>(min(static_cast<int64_t>(KTB), row_bytes - kb));
-                const int off = static_cast<int>(src & 15);
+                const int off = static_cast<int>((reinterpret_cast<uintptr_t>(w) + src) & 31);
                 const int64_t a = src - off + 16 * half;
                 const int rem = static_cast<int>(min(total - a, static_cast<int64_t>(1) << 30));  // matrix bytes from a on
                 const uint32_t dst = smem_base + ring + (ic & (kStages - 1)) * (kTileRows * SEG) + rr * SEG + 16 * half;
-                copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, w + a, half, (off + n + 15) >> 4, rem);
+                // a < 0: the first 16 bytes of the span precede the matrix (and its data): not copied
+                copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, w + a, half, (off + n + 15) >> 4, rem, a < 0);
             }
             if (++ic_tl == k) {
                 ic_tl = 0;
@@ -715,15 +972,16 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
             xa = xb = make_float4(0.f, 0.f, 0.f, 0.f);
         }
     };
-    if (i0 < i1) load_x(ic_kt);
+    if (!kI8 && i0 < i1) load_x(ic_kt);
 #pragma unroll
     for (int p = 0; p < kStages - 1; ++p) issue();
 
     // This lane's B entry: 2t + hl for the eight lanes (g = 2t + hl) that hold B columns 2t, 2t + 1.
     const uint32_t xf = frag + ((lane >> 3) == t ? 16 * t + 8 * ((lane >> 2) & 1) : 64);
-    // Row r = 16 * tile + g starts at byte r * row_bytes, which is g * row_bytes modulo 16 in every tile.
-    const int rg0 = static_cast<int>((g * row_bytes) & 15), rg1 = static_cast<int>(((g + 8) * row_bytes) & 15);
-    int kt = ic_kt, tl = ic_tl, cur_kt = -1, cur_tl = -1;
+    // Row r = 16 * tile + g of a segment starts at byte r * row_bytes, which is g * row_bytes modulo 32 in
+    // every tile (row_bytes is even).
+    const int rg0 = static_cast<int>((g * row_bytes) & 31), rg1 = static_cast<int>(((g + 8) * row_bytes) & 31);
+    int kt = ic_kt, tl = ic_tl, cur_kt = -1, cur_tl = -1, wb = 0;
     if (i0 < i1) {
         kt = i0 / k;
         tl = i0 - kt * k;
@@ -743,26 +1001,44 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
     for (int it = i0; it < i1; ++it) {
         issue();
         if (kt != cur_kt) {
-            prep_ktile<T>(xa, xb, frag, sums, lane);  // visible to the warp after the __syncwarp below
+            if constexpr (!kI8) {
+                prep_ktile<T>(xa, xb, frag, sums, lane);  // visible to the warp after the __syncwarp below
+                if ((kt + 1) * k < i1) load_x(kt + 1);
+            }
             cur_kt = kt;
-            if ((kt + 1) * k < i1) load_x(kt + 1);
         }
         if (tl != cur_tl) {
             if (cur_tl >= 0) flush();
             cur_tl = tl;
+            // Row g of any tile of a segment starts at (its base + g * row_bytes) mod 32 (tiles are 16 rows)
+            wb = static_cast<int>(reinterpret_cast<uintptr_t>(segment_w(seg, segment_of(seg, (tb0 + tl) * kTileRows))) & 31);
         }
         cp_async_wait<kStages - 1>();
         __syncwarp();
-        Item c;
-        const int kto = (kt * KTB) & 15;
+        const int kto = (kt * KTB) & 31;
         const uint32_t slot = ring + (it & (kStages - 1)) * (kTileRows * SEG);
-        c.o0 = slot + g * SEG + ((rg0 + kto) & 15);
-        c.o1 = slot + (g + 8) * SEG + ((rg1 + kto) & 15);
-        c.xf = xf;
-        c.xs = sums;
-        c.t = t;
-        c.nb = min(8, (cols - kt * kKTile) / 32);
-        Mv<T>::tile(c, y0, y1);
+        const uint32_t o0 = slot + g * SEG + ((wb + rg0 + kto) & 31), o1 = slot + (g + 8) * SEG + ((wb + rg1 + kto) & 31);
+        const int nb = min(8, (cols - kt * kKTile) / 32);
+        if constexpr (kI8) {
+            Item8 c;
+            c.o0 = o0;
+            c.o1 = o1;
+            c.xb = reinterpret_cast<const int8_t*>(xq) + (g & 1) * static_cast<int64_t>(cols) + kt * kKTile;
+            c.meta = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols)) + kt * (kKTile / 32);
+            c.t = t;
+            c.nb = nb;
+            c.feeds = (g >> 1) == t;
+            Mv8<T>::tile(c, y0, y1);
+        } else {
+            Item c;
+            c.o0 = o0;
+            c.o1 = o1;
+            c.xf = xf;
+            c.xs = sums;
+            c.t = t;
+            c.nb = nb;
+            Mv<T>::tile(c, y0, y1);
+        }
         __syncwarp();
         if (++tl == k) {
             tl = 0;
@@ -779,7 +1055,7 @@ __global__ __launch_bounds__(kThreads, 4) void matvec_mma_kernel(const Segments 
 #pragma unroll
             for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows + i];
             const int si = segment_of(seg, r);
-            float* y = seg.y[si] + (r - segment_start(seg, si));
+            float* y = segment_y(seg, si) + (r - segment_start(seg, si));
             *y = accumulate ? *y + sum : sum;
         }
     }
@@ -838,9 +1114,9 @@ __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, c
     const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
     const int si = segment_of(seg, g0);
-    const int64_t r0 = g0 - segment_start(seg, si), rows = seg.end[si] - segment_start(seg, si);
-    const uint8_t* w = seg.w[si];
-    float* y = seg.y[si];
+    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
+    const uint8_t* w = segment_w(seg, si);
+    float* y = segment_y(seg, si);
     const uint4* wr[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = reinterpret_cast<const uint4*>(w + min(r0 + r, rows - 1) * row_bytes);

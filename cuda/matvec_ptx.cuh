@@ -47,6 +47,27 @@ __device__ __forceinline__ void mma(float (&d)[4], uint32_t a0, uint32_t a1, uin
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
 }
 
+// D = A * B + D for one m16n8k32 tile of 8-bit integers, s32 accumulators; A unsigned (kSignedA false:
+// codes 0 .. 255) or signed, B signed. Register roles (lane = 4 * g + t): a0 = A[g][4t .. 4t+3], a1 =
+// A[g+8][4t ..], a2 = A[g][4t+16 .. 4t+19], a3 = A[g+8][4t+16 ..] (byte i of a register is column +i);
+// b.x = B[4t .. 4t+3][g], b.y = B[4t+16 .. 4t+19][g]; d = {D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]}.
+template <bool kSignedA>
+__device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
+    if constexpr (kSignedA) {
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+    } else {
+        asm("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+            : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+            : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
+    }
+}
+
+// Read-only loads of the quantized input (8 bytes of digits; a 16-byte block record), kept in L1.
+__device__ __forceinline__ uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+__device__ __forceinline__ int4 ld_xmeta(const int4* p) { return __ldg(p); }
+
 // 16 bytes from global src + OFF to shared dst + OFF (both 16-byte aligned); bytes past `bytes` are zeroed.
 template <int OFF>
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int bytes) {

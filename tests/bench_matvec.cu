@@ -9,6 +9,8 @@
 // timed by its own pair of events (a spin kernel first keeps the queue full, so host launch gaps stay
 // out), the median of N (default 60) is reported, after warm-up. GB/s counts weight + x + y bytes.
 // `err` is the relative L2 difference from the reference kernel (matvec_reference) on the same data;
+// the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K; its err includes the
+// input's quantization);
 // --old also times that reference kernel (the previous decode mat-vec). A short table is printed last.
 #include <cuda_runtime.h>
 
@@ -141,6 +143,11 @@ float time_launches(Launch fn, Type t, const uint8_t* w, uint64_t copy_stride, i
 void matvec_new(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t s) {
     minfer::cuda::matvec(t, w, rows, cols, x, y, s);
 }
+// The int8 path: x quantized once (outside the timing) into g_xq.
+void* g_xq = nullptr;
+void matvec_i8(Type t, const void* w, int64_t rows, int64_t cols, const float*, float* y, cudaStream_t s) {
+    minfer::cuda::matvec_xq(t, 1, &w, &rows, cols, g_xq, &y, s);
+}
 void matvec_old(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t s) {
     minfer::cuda::matvec_reference(t, w, rows, cols, x, y, s);
 }
@@ -206,8 +213,8 @@ int main(int argc, char** argv) {
 
     std::vector<std::string> table;
     char line[256];
-    std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9s %8s %6s %9s%s", "type", "rows x cols", "shape", "us", "GB/s",
-                  "%copy", "err", old ? "    old us  old GB/s" : "");
+    std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9s %8s %6s %9s %9s %8s %9s%s", "type", "rows x cols", "shape", "us", "GB/s",
+                  "%copy", "err", "int8 us", "GB/s", "err", old ? "    old us  old GB/s" : "");
     table.push_back(line);
     uint64_t seed = 1000;
     for (const TypeCase& tc : kTypes) {
@@ -259,6 +266,28 @@ int main(int argc, char** argv) {
             std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", info.name, shape, sh.what, us, gbs,
                           100.0 * gbs / copy_gbs, err);
             std::string row = line;
+            if (minfer::cuda::matvec_int8_supported(tc.t)) {
+                ck(cudaMalloc(&g_xq, static_cast<size_t>(minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
+                minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s);
+                ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
+                matvec_i8(tc.t, w, sh.rows, sh.cols, x, y, s);
+                ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
+                ck(cudaStreamSynchronize(s), "int8 mat-vec");
+                double n8 = 0;
+                for (int64_t i = 0; i < sh.rows; ++i) {
+                    const double d = double(a[i]) - b[i];
+                    n8 += std::isfinite(a[i]) ? d * d : INFINITY;
+                }
+                const float us8 = time_launches(matvec_i8, tc.t, w, stride, copies, sh.rows, sh.cols, x, y, reps, s);
+                const double moved8 = double(bytes) + double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows;
+                std::snprintf(line, sizeof line, " %9.2f %8.0f %9.1e", us8, moved8 / (us8 * 1e-6) / 1e9, std::sqrt(n8 / std::max(den, 1e-300)));
+                row += line;
+                cudaFree(g_xq);
+                g_xq = nullptr;
+            } else {
+                std::snprintf(line, sizeof line, " %9s %8s %9s", "-", "-", "-");
+                row += line;
+            }
             if (old) {
                 const float ous = time_launches(matvec_old, tc.t, w, stride, copies, sh.rows, sh.cols, x, yr, reps, s);
                 std::snprintf(line, sizeof line, " %9.2f %9.0f", ous, moved / (ous * 1e-6) / 1e9);

@@ -396,36 +396,56 @@ TEST_SUITE("cuda") {
                     if (variant == 2 && i < 256) x[static_cast<size_t>(i)] = 0.0f;
                     if (variant == 2 && i >= 256 && i < 512) x[static_cast<size_t>(i)] *= 1e-30f;
                 }
-                std::vector<double> ref(static_cast<size_t>(rows)), mag(static_cast<size_t>(rows));
-                for (int64_t r = 0; r < rows; ++r) {
-                    double acc = 0, abs_acc = 0;
-                    for (int64_t k = 0; k < cols; ++k) {
-                        const auto i = static_cast<size_t>(r * cols + k);
-                        const double p = static_cast<double>(wf[i]) * x[static_cast<size_t>(k)];
-                        acc += p;
-                        // The kernel sums the code terms a q x and the offset terms o x apart (w = a q + o),
-                        // which can be far larger than w x when they cancel: |a q x| + |o x| <= (|w| + 2|o|) |x|.
-                        abs_acc += (std::fabs(static_cast<double>(wf[i])) + 2.0 * std::fabs(static_cast<double>(of[i]))) *
-                                   std::fabs(static_cast<double>(x[static_cast<size_t>(k)]));
+                // against W times the x the kernel multiplies: x itself, or (the int8 path) x as quantized
+                auto check_y = [&](const std::vector<float>& y, const std::vector<float>& xk) {
+                    std::vector<double> ref(static_cast<size_t>(rows)), mag(static_cast<size_t>(rows));
+                    for (int64_t r = 0; r < rows; ++r) {
+                        double acc = 0, abs_acc = 0;
+                        for (int64_t k = 0; k < cols; ++k) {
+                            const auto i = static_cast<size_t>(r * cols + k);
+                            const double p = static_cast<double>(wf[i]) * xk[static_cast<size_t>(k)];
+                            acc += p;
+                            // The kernel sums the code terms a q x and the offset terms o x apart (w = a q + o),
+                            // which can be far larger than w x when they cancel: |a q x| + |o x| <= (|w| + 2|o|) |x|.
+                            abs_acc += (std::fabs(static_cast<double>(wf[i])) + 2.0 * std::fabs(static_cast<double>(of[i]))) *
+                                       std::fabs(static_cast<double>(xk[static_cast<size_t>(k)]));
+                        }
+                        ref[static_cast<size_t>(r)] = acc;
+                        mag[static_cast<size_t>(r)] = abs_acc;
                     }
-                    ref[static_cast<size_t>(r)] = acc;
-                    mag[static_cast<size_t>(r)] = abs_acc;
+                    // f32 sums of exact products (x carried as two f16 halves, 22+ bits; or two int8 digits
+                    // and integer products), so the error scales with the sum of the magnitudes of the terms
+                    // summed, not with the sum itself, which cancels: measured on the H200 (2026-12-01), one
+                    // row of 256 reached 1.2e-5 of its own value, and with x outliers q4_1 rows reached
+                    // 1.2e-4 of sum |w x| (the offset terms m sum x cancel the code terms). So each row is
+                    // held to 1e-5 of sum (|w| + 2|o|) |x| (o the element's offset term, above); a row whose
+                    // x is all zero must come out exactly 0.
+                    double worst = 0;
+                    for (int64_t r = 0; r < rows; ++r) {
+                        const auto i = static_cast<size_t>(r);
+                        REQUIRE(std::isfinite(y[i]));
+                        if (mag[i] == 0.0) CHECK(y[i] == 0.0f);
+                        else worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
+                    }
+                    CHECK(worst < 1e-5);
+                };
+                check_y(device::testing::cuda_matvec(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x), x);
+                if (t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K) {
+                    INFO("int8 path");
+                    std::vector<float> xu;
+                    const auto y8 = device::testing::cuda_matvec_int8(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x, &xu);
+                    // the quantized x: within half a digit of each 32-column block's scale
+                    for (int64_t b0 = 0; b0 < cols; b0 += 32) {
+                        float am = 0;
+                        for (int64_t c = b0; c < b0 + 32; ++c) am = std::max(am, std::fabs(x[static_cast<size_t>(c)]));
+                        for (int64_t c = b0; c < b0 + 32; ++c) {
+                            const double e = std::fabs(double(xu[static_cast<size_t>(c)]) - x[static_cast<size_t>(c)]);
+                            if (am >= 1e-33f) REQUIRE(e <= am * (0.5 / 32512 + 3e-7));
+                            else REQUIRE(xu[static_cast<size_t>(c)] == 0.0f);
+                        }
+                    }
+                    check_y(y8, xu);
                 }
-                const auto y = device::testing::cuda_matvec(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x);
-                // f32 sums of exact products (x carried as two f16 halves, 22+ bits), so the error scales
-                // with the sum of the magnitudes of the terms summed, not with the sum itself, which cancels:
-                // measured on the H200 (2026-12-01), one row of 256 reached 1.2e-5 of its own value, and with
-                // x outliers q4_1 rows reached 1.2e-4 of sum |w x| (the offset terms m sum x cancel the code
-                // terms). So each row is held to 1e-5 of sum (|w| + 2|o|) |x| (o the element's offset term,
-                // above); a row whose x is all zero must come out exactly 0.
-                double worst = 0;
-                for (int64_t r = 0; r < rows; ++r) {
-                    const auto i = static_cast<size_t>(r);
-                    REQUIRE(std::isfinite(y[i]));
-                    if (mag[i] == 0.0) CHECK(y[i] == 0.0f);
-                    else worst = std::max(worst, std::fabs(y[i] - ref[i]) / mag[i]);
-                }
-                CHECK(worst < 1e-5);
             }
         };
         for (Type t : all) {

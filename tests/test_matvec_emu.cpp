@@ -144,8 +144,59 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     if (x_up) mv_emu::readable.push_back({x_up->data(), x_up->size() * sizeof(float)});
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
-        mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr,
+        mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr, nullptr,
                                  static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
+    });
+    REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
+    y.resize(static_cast<size_t>(rows));
+    return y;
+}
+
+// The input quantized by xq_put4 as quantize_x does it (a thread per 4 columns).
+std::vector<uint8_t> quantize(const std::vector<float>& x, const Config& cfg) {
+    const int64_t cols = static_cast<int64_t>(x.size());
+    std::vector<uint8_t> xq(static_cast<size_t>(mv::xq_bytes(cols)) + 16, 0x5a);
+    // 16-byte aligned start inside the vector (the kernels' loads of block records check it)
+    uint8_t* q = xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16;
+    mv_emu::readable = {{x.data(), x.size() * sizeof(float)}};
+    const int threads = 128;  // as many CTAs as it takes
+    launch((cols / 4 + threads - 1) / threads, threads, 0, cfg, [&] {
+        const int64_t i = int64_t{blockIdx.x} * threads + threadIdx.x;
+        const bool valid = 4 * i < cols;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (valid) v = make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+        mv::xq_put4(v, 4 * i, cols, q, valid);
+    });
+    return {q, q + mv::xq_bytes(cols)};
+}
+
+// x as the int8 kernels see it: d (256 hi + lo) per column.
+std::vector<float> dequantize(const std::vector<uint8_t>& xq, int64_t cols) {
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (int64_t c = 0; c < cols; ++c) {
+        float d;
+        std::memcpy(&d, &xq[static_cast<size_t>(2 * cols + c / 32 * 16)], 4);
+        const int hi = static_cast<int8_t>(xq[static_cast<size_t>(c)]), lo = static_cast<int8_t>(xq[static_cast<size_t>(cols + c)]);
+        x[static_cast<size_t>(c)] = static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
+    }
+    return x;
+}
+
+// The int8 kernel on the quantized x (xq from quantize, copied to a 16-byte aligned buffer).
+template <Type T>
+std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<uint8_t>& xq_in,
+                          int64_t resident, const Config& cfg) {
+    const mv::MmaGrid g = mv::mma_grid(rows, resident);
+    std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
+    for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
+    std::vector<int4> xq_buf((xq_in.size() + 15) / 16);
+    std::memcpy(xq_buf.data(), xq_in.data(), xq_in.size());
+    const auto* xq = reinterpret_cast<const uint8_t*>(xq_buf.data());
+    mv_emu::readable = {{w.data(), w.size()}, {xq, xq_in.size()}};
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
+    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk)), cfg, [&] {
+        mv::matvec_mma_kernel<T, true>(mv::one_segment(w.data(), y.data(), rows), nullptr, nullptr, xq, static_cast<int>(cols),
+                                       row_bytes, tiles, g.maxk, false);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
@@ -174,7 +225,7 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     const mv::MmaGrid g = mv::mma_grid(end, resident);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg,
-           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), nullptr, static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
+           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), nullptr, nullptr, static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
     for (int i = 0; i < 3; ++i) {
         auto& v = y[static_cast<size_t>(i)];
         REQUIRE_MESSAGE(std::all_of(v.begin() + rows[i], v.end(), [](float f) { return f == 12345.0f; }), "y written past its end");
@@ -237,6 +288,38 @@ void check_mma_type() {
                 const auto y = run_mma<T>(w, rows, cols, x, resident, cfg);
                 CHECK(mv_emu::rt.inexact == 0);
                 CHECK(rel_l2(y, ref) < 1e-5);
+            }
+        }
+    }
+}
+
+// The int8 family: against float64 of the dequantized weights times x as quantized (tight: only f32
+// roundings remain), on the same shapes as the f16 family.
+template <Type T>
+void check_i8_type() {
+    const int64_t b = quant::type_info(T).block_elems;
+    const bool legacy = b == 32;
+    const int64_t shapes[][3] = {{1, b, 1000},  {7, 2 * b, 1000}, {33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2},
+                                 {70, 2048, 2}, {48, 1280, 1},    {16, 4096, 1000}};
+    uint64_t seed = 177 + static_cast<uint64_t>(T);
+    int n = 0;
+    for (const auto& sh : shapes) {
+        const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
+        for (bool random_bytes : {false, true}) {
+            const auto w = weights(T, rows, cols, random_bytes, seed++);
+            for (int variant = 0; variant < 3; ++variant) {
+                const auto x = make_x(cols, variant, seed++);
+                const Config& cfg = kConfigs[n++ % 2];
+                const auto xq = quantize(x, cfg);
+                const auto ref = reference(T, w, rows, cols, dequantize(xq, cols));
+                CAPTURE(quant::type_info(T).name);
+                CAPTURE(rows);
+                CAPTURE(cols);
+                CAPTURE(resident);
+                CAPTURE(random_bytes);
+                CAPTURE(variant);
+                CAPTURE(cfg.reverse);
+                CHECK(rel_l2(run_i8<T>(w, rows, cols, xq, resident, cfg), ref) < 1e-5);
             }
         }
     }
@@ -339,4 +422,48 @@ TEST_CASE("emulated mat-vec: f32, f16, bf16") {
     check_plain_type<Type::F32>();
     check_plain_type<Type::F16>();
     check_plain_type<Type::BF16>();
+}
+
+TEST_CASE("emulated mat-vec: the int8 input keeps 15 bits of each 32-column block") {
+    uint64_t seed = 909;
+    for (int64_t cols : {32, 96, 1024}) {
+        for (int variant = 0; variant < 3; ++variant) {
+            const auto x = make_x(cols, variant, seed++);
+            const auto xq = quantize(x, kConfigs[variant % 2]);
+            const auto back = dequantize(xq, cols);
+            CAPTURE(cols);
+            CAPTURE(variant);
+            for (int64_t b0 = 0; b0 < cols; b0 += 32) {
+                double am = 0;
+                for (int64_t c = b0; c < b0 + 32; ++c) am = std::max(am, std::fabs(double(x[size_t(c)])));
+                int sums[2] = {0, 0};
+                for (int64_t c = b0; c < b0 + 32; ++c) {
+                    const int hi = static_cast<int8_t>(xq[size_t(c)]), lo = static_cast<int8_t>(xq[size_t(cols + c)]);
+                    CHECK(std::abs(hi) <= 127);
+                    sums[(c - b0) / 16] += 256 * hi + lo;
+                    // within half a digit (plus the f32 rounding of the scale)
+                    CHECK(std::fabs(double(back[size_t(c)]) - x[size_t(c)]) <= am * (0.5 / 32512 + 3e-7));
+                }
+                int rec[4];
+                std::memcpy(rec, &xq[size_t(2 * cols + b0 / 32 * 16)], 16);
+                CHECK(rec[1] == sums[0]);
+                CHECK(rec[2] == sums[1]);
+                CHECK(rec[3] == 0);
+                if (am == 0) CHECK(rec[0] == 0);
+            }
+        }
+    }
+    // a block of values below 1e-33 becomes zeros, its neighbours keep theirs
+    std::vector<float> x(64, 1e-35f);
+    for (int i = 32; i < 64; ++i) x[size_t(i)] = float(i);
+    const auto back = dequantize(quantize(x, kConfigs[0]), 64);
+    CHECK(back[0] == 0.0f);
+    CHECK(std::fabs(back[40] - 40.0f) < 1e-3f);
+}
+
+TEST_CASE("emulated mat-vec: int8 family (q4_0, q8_0, q4_K, q6_K) on the quantized input") {
+    check_i8_type<Type::Q4_0>();
+    check_i8_type<Type::Q8_0>();
+    check_i8_type<Type::Q4_K>();
+    check_i8_type<Type::Q6_K>();
 }

@@ -181,7 +181,7 @@ TEST_SUITE("options") {
 
     TEST_CASE("enumeration lists every option with consistent metadata") {
         const size_t n = minfer_option_count();
-        CHECK(n == 11);
+        CHECK(n == 12);
         std::set<std::string> names;
         for (size_t i = 0; i < n; ++i) {
             const char *name = nullptr, *def = nullptr, *lo = nullptr, *hi = nullptr, *choices = nullptr, *doc = nullptr;

@@ -40,6 +40,9 @@ constexpr Def kTable[] = {
     {Id::cuda_graph, "cuda_graph", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_RUNTIME, "true", 0, 0, "",
      "Decode steps replay a CUDA graph captured once per context (CUDA; read when a context is created); false "
      "launches every kernel each step (the same tokens, more CPU time per token)."},
+    {Id::matvec_int8, "matvec_int8", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_RUNTIME, "true", 0, 0, "",
+     "Decode mat-vecs of q4_0, q8_0, q4_K and q6_K weights take their input as two int8 digits per value "
+     "(about 15 bits) on integer tensor cores (CUDA; read when a context is created); false keeps the f32 input."},
 };
 static_assert(sizeof kTable / sizeof kTable[0] == kCount, "one table row per option id");
 

@@ -56,6 +56,9 @@ struct uint4 {
 struct float4 {
     float x, y, z, w;
 };
+struct int4 {
+    int x, y, z, w;
+};
 inline int2 make_int2(int x, int y) { return {x, y}; }
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
@@ -66,6 +69,8 @@ inline __half __ushort_as_half(unsigned short v) { return {v}; }
 inline float __half2float(__half h) { return minfer::quant::f16_to_f32(h.bits); }
 
 inline uint32_t __float_as_uint(float f) { return minfer::quant::f32_bits(f); }
+inline int __float_as_int(float f) { return static_cast<int>(minfer::quant::f32_bits(f)); }
+inline float __int_as_float(int i) { return minfer::quant::bits_f32(static_cast<uint32_t>(i)); }
 inline float __uint_as_float(uint32_t u) { return minfer::quant::bits_f32(u); }
 inline uint32_t __byte_perm(uint32_t x, uint32_t y, uint32_t s) {
     const uint64_t in = (uint64_t(y) << 32) | x;
@@ -140,6 +145,8 @@ struct Warp {  // exchange slots of shuffles and MMAs
     uint32_t a[32][4];
     uint2 b[32];
     float c[32][4], d[32][4];
+    int i[32];
+    int ic[32][4], id[32][4];
 };
 struct Runtime {
     int n = 0, cur = -1;
@@ -279,6 +286,15 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
     mv_emu::sync_warp();
     return r;
 }
+inline int __shfl_xor_sync(unsigned, int v, int o) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.i[l] = v;
+    mv_emu::sync_warp();
+    const int r = w.i[l ^ o];
+    mv_emu::sync_warp();
+    return r;
+}
 inline float __shfl_sync(unsigned, float v, int src) {
     auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
     const int l = mv_emu::lane();
@@ -291,6 +307,16 @@ inline float __shfl_sync(unsigned, float v, int src) {
 inline float4 __ldg(const float4* p) {  // LDG.128: 16-byte aligned on the GPU (host float4 is 4-aligned)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of x");
     mv_emu::check_read(p, sizeof(float4));
+    return *p;
+}
+inline int4 __ldg(const int4* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of the input's block records");
+    mv_emu::check_read(p, sizeof(int4));
+    return *p;
+}
+inline uint2 __ldg(const uint2* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 8 != 0) mv_emu::die("unaligned 8-byte global load of input digits");
+    mv_emu::check_read(p, sizeof(uint2));
     return *p;
 }
 inline size_t __cvta_generic_to_shared(const void*) { return 0; }
@@ -353,6 +379,57 @@ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
     mv_emu::sync_warp();
     for (int i = 0; i < 4; ++i) d[i] = w.d[l][i];
 }
+
+// mma.sync.aligned.m16n8k32.row.col.s32.{u8,s8}.s8.s32, fragments as the PTX ISA lays them out; the sum
+// is computed in 64 bits and must fit s32 (the kernels rely on it).
+template <bool kSignedA>
+inline void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.a[l][0] = a0;
+    w.a[l][1] = a1;
+    w.a[l][2] = a2;
+    w.a[l][3] = a3;
+    w.b[l] = b;
+    for (int i = 0; i < 4; ++i) w.ic[l][i] = d[i];
+    mv_emu::sync_warp();
+    if (l == 0) {
+        auto byte = [](uint32_t v, int i, bool sgn) {
+            const uint32_t u = (v >> (8 * i)) & 0xffu;
+            return sgn ? static_cast<int64_t>(static_cast<int8_t>(u)) : static_cast<int64_t>(u);
+        };
+        int64_t A[16][32], B[32][8], C[16][8];
+        for (int L = 0; L < 32; ++L) {
+            const int g = L >> 2, t = L & 3;
+            for (int j = 0; j < 4; ++j) {
+                A[g][4 * t + j] = byte(w.a[L][0], j, kSignedA);
+                A[g + 8][4 * t + j] = byte(w.a[L][1], j, kSignedA);
+                A[g][4 * t + 16 + j] = byte(w.a[L][2], j, kSignedA);
+                A[g + 8][4 * t + 16 + j] = byte(w.a[L][3], j, kSignedA);
+                B[4 * t + j][g] = byte(w.b[L].x, j, true);
+                B[4 * t + 16 + j][g] = byte(w.b[L].y, j, true);
+            }
+            for (int j = 0; j < 2; ++j) {
+                C[g][2 * t + j] = w.ic[L][j];
+                C[g + 8][2 * t + j] = w.ic[L][2 + j];
+            }
+        }
+        for (int L = 0; L < 32; ++L) {
+            const int g = L >> 2, t = L & 3;
+            for (int i = 0; i < 4; ++i) {
+                const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
+                int64_t s = C[row][col];
+                for (int k = 0; k < 32; ++k) s += A[row][k] * B[k][col];
+                if (s != static_cast<int32_t>(s)) mv_emu::die("int8 MMA: a sum past the s32 range");
+                w.id[L][i] = static_cast<int>(s);
+            }
+        }
+    }
+    mv_emu::sync_warp();
+    for (int i = 0; i < 4; ++i) d[i] = w.id[l][i];
+}
+inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+inline int4 ld_xmeta(const int4* p) { return __ldg(p); }
 
 inline void land(const mv_emu::Copy& c) {
     std::memcpy(mv_smem + c.dst, c.src, static_cast<size_t>(c.bytes));
