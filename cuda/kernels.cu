@@ -187,6 +187,7 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float e
 constexpr int kRmsVec = 4;
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out,
                                                             __half* out16, uint8_t* xq) {
+    mv::pdl_launch_dependents();  // the mat-vec after this one may start fetching its weights
     __shared__ float partial[32];
     const float4* in = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);

@@ -25,6 +25,11 @@
 #include "cuda/kernels.cuh"
 #include "cuda/matvec_impl.cuh"
 
+// Programmatic dependent launch of the MMA family (a knob for A/B builds: -DMINFER_MATVEC_PDL=0).
+#ifndef MINFER_MATVEC_PDL
+#define MINFER_MATVEC_PDL 1
+#endif
+
 namespace minfer::cuda {
 namespace {
 
@@ -111,8 +116,21 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
     const int64_t rows = seg.end[seg.n - 1];
     const int per_sm = mma_blocks_per_sm<T, kI8>();
     const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
-    matvec_mma_kernel<T, kI8><<<static_cast<unsigned>(g.grid), kThreads, mma_smem_bytes<T, kI8>(g.maxk), stream>>>(
-        seg, x, x_up, xq, static_cast<int>(cols), row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate);
+    // Launched as a programmatic dependent: its CTAs may start while the kernel before it (RMSNorm,
+    // quantize_x) finishes, and fetch their first weights before pdl_wait.
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(static_cast<unsigned>(g.grid));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = static_cast<size_t>(mma_smem_bytes<T, kI8>(g.maxk));
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = MINFER_MATVEC_PDL;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    check(cudaLaunchKernelEx(&cfg, matvec_mma_kernel<T, kI8>, seg, x, x_up, xq, static_cast<int>(cols), row_bytes_of<T>(cols),
+                             (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate),
+          "mat-vec launch");
 }
 
 template <Type T>
@@ -214,6 +232,7 @@ int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
 
 namespace {
 __global__ void quantize_x_kernel(const float* __restrict__ x, const float* __restrict__ up, int64_t cols, uint8_t* xq) {
+    pdl_launch_dependents();  // the mat-vec after this one may start fetching its weights
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // float4 index
     const bool valid = 4 * i < cols;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);

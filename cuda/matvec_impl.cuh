@@ -601,9 +601,12 @@ struct Item8 {
     int nb;             // legacy types: blocks present in this k-tile (8 except at the end of a row)
     bool feeds;         // this lane loads B (g >> 1 == t)
 };
-// B of one MMA: 8 digits from column `col` of the k-tile (this lane's hi or lo), zeros for other lanes.
+// B of one MMA: 8 digits from column `col` of the k-tile (this lane's hi or lo), zeros for other lanes
+// and invalid blocks. Every lane loads (an L1 hit; no branch), the mask selects.
 __device__ __forceinline__ uint2 bx8(const Item8& c, int col, bool valid = true) {
-    return c.feeds && valid ? ld_x8(c.xb + col) : make_uint2(0u, 0u);
+    const uint2 v = ld_x8(c.xb + (valid ? col : 0));
+    const uint32_t m = c.feeds && valid ? 0xffffffffu : 0u;
+    return make_uint2(v.x & m, v.y & m);
 }
 __device__ __forceinline__ float digits(const int (&a)[4], int r) { return static_cast<float>(256 * a[2 * r] + a[2 * r + 1]); }
 
@@ -926,33 +929,65 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
     // segment (each copy instruction reads whole sectors). One cp.async group per
     // item (empty past the warp's items), so waiting for all but the newest kStages - 1 groups means
     // waiting for the item about to be decoded.
+    //
+    // Item order: k-tile major for the f16 family (x is prepared once per k-tile), tile major for the int8
+    // family (a lane's row and the warp's partial change once per tile; per item the source moves on by
+    // one k-tile).
+    constexpr bool kTileMajor = kI8;
+    auto split_item = [&](int i, int& kt_, int& tl_) {
+        if constexpr (kTileMajor) {
+            tl_ = i / n_kt;
+            kt_ = i - tl_ * n_kt;
+        } else {
+            kt_ = i / k;
+            tl_ = i - kt_ * k;
+        }
+    };
+    auto next_item = [&](int& kt_, int& tl_) {
+        if constexpr (kTileMajor) {
+            if (++kt_ == n_kt) {
+                kt_ = 0;
+                ++tl_;
+            }
+        } else if (++tl_ == k) {
+            tl_ = 0;
+            ++kt_;
+        }
+    };
     const int rr = lane & 15, half = lane >> 4;
     int ic = i0, ic_kt = 0, ic_tl = 0;
-    if (i0 < i1) {
-        ic_kt = i0 / k;
-        ic_tl = i0 - ic_kt * k;
-    }
+    if (i0 < i1) split_item(i0, ic_kt, ic_tl);
+    // The copying lane's row of tile ic_tl: its first byte, its segment's first and end bytes (null: past
+    // the last row), recomputed when the tile changes.
+    const uint8_t *row_w = nullptr, *seg_w0 = nullptr, *seg_w1 = nullptr;
+    int row_tl = -1;
     auto issue = [&]() {
         if (ic < i1) {
-            const int64_t r = (tb0 + ic_tl) * kTileRows + rr;
-            if (r < rows) {
-                const int si = segment_of(seg, r);
-                const int64_t r0 = segment_start(seg, si), total = (segment_end(seg, si) - r0) * row_bytes;  // its bytes
-                const uint8_t* w = segment_w(seg, si);
-                const int64_t kb = static_cast<int64_t>(ic_kt) * KTB, src = (r - r0) * row_bytes + kb;
+            if (ic_tl != row_tl) {
+                row_tl = ic_tl;
+                const int64_t r = (tb0 + ic_tl) * kTileRows + rr;
+                row_w = nullptr;
+                if (r < rows) {
+                    const int si = segment_of(seg, r);
+                    const int64_t r0 = segment_start(seg, si);
+                    seg_w0 = segment_w(seg, si);
+                    seg_w1 = seg_w0 + (segment_end(seg, si) - r0) * row_bytes;
+                    row_w = seg_w0 + (r - r0) * row_bytes;
+                }
+            }
+            if (row_w) {
+                const int64_t kb = static_cast<int64_t>(ic_kt) * KTB;
                 int n = KTB;
                 if constexpr (kPartialTiles) n = static_cast<int>(min(static_cast<int64_t>(KTB), row_bytes - kb));
-                const int off = static_cast<int>((reinterpret_cast<uintptr_t>(w) + src) & 31);
-                const int64_t a = src - off + 16 * half;
-                const int rem = static_cast<int>(min(total - a, static_cast<int64_t>(1) << 30));  // matrix bytes from a on
+                const uint8_t* src = row_w + kb;
+                const int off = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 31);
+                const uint8_t* a = src - off + 16 * half;
+                const int rem = static_cast<int>(min(static_cast<int64_t>(seg_w1 - a), static_cast<int64_t>(1) << 30));  // bytes from a on
                 const uint32_t dst = smem_base + ring + (ic & (kStages - 1)) * (kTileRows * SEG) + rr * SEG + 16 * half;
-                // a < 0: the first 16 bytes of the span precede the matrix (and its data): not copied
-                copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, w + a, half, (off + n + 15) >> 4, rem, a < 0);
+                // a before the segment: the first 16 bytes of the span precede the matrix (and its data): not copied
+                copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, a, half, (off + n + 15) >> 4, rem, a < seg_w0);
             }
-            if (++ic_tl == k) {
-                ic_tl = 0;
-                ++ic_kt;
-            }
+            next_item(ic_kt, ic_tl);
         }
         ++ic;
         cp_async_commit();
@@ -972,20 +1007,19 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
             xa = xb = make_float4(0.f, 0.f, 0.f, 0.f);
         }
     };
-    if (!kI8 && i0 < i1) load_x(ic_kt);
 #pragma unroll
     for (int p = 0; p < kStages - 1; ++p) issue();
+    // Programmatic dependent launch: the weights above never change, x and y come from earlier kernels.
+    pdl_wait();
+    int kt = 0, tl = 0, cur_kt = -1, cur_tl = -1, wb = 0;  // the item being decoded
+    if (i0 < i1) split_item(i0, kt, tl);
+    if (!kI8 && i0 < i1) load_x(kt);
 
     // This lane's B entry: 2t + hl for the eight lanes (g = 2t + hl) that hold B columns 2t, 2t + 1.
     const uint32_t xf = frag + ((lane >> 3) == t ? 16 * t + 8 * ((lane >> 2) & 1) : 64);
     // Row r = 16 * tile + g of a segment starts at byte r * row_bytes, which is g * row_bytes modulo 32 in
     // every tile (row_bytes is even).
     const int rg0 = static_cast<int>((g * row_bytes) & 31), rg1 = static_cast<int>(((g + 8) * row_bytes) & 31);
-    int kt = ic_kt, tl = ic_tl, cur_kt = -1, cur_tl = -1, wb = 0;
-    if (i0 < i1) {
-        kt = i0 / k;
-        tl = i0 - kt * k;
-    }
     float y0 = 0.0f, y1 = 0.0f;
     auto flush = [&]() {  // the four lanes of each row, into this warp's partial
         y0 += __shfl_xor_sync(kFull, y0, 1);
@@ -1040,10 +1074,7 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
             Mv<T>::tile(c, y0, y1);
         }
         __syncwarp();
-        if (++tl == k) {
-            tl = 0;
-            ++kt;
-        }
+        next_item(kt, tl);
     }
     if (cur_tl >= 0) flush();
     __syncthreads();

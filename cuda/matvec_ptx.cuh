@@ -64,6 +64,20 @@ __device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, ui
     }
 }
 
+// Programmatic dependent launch (sm_90): pdl_wait blocks until the grids this one depends on have
+// completed and their writes are visible (a no-op when launched without the attribute);
+// pdl_launch_dependents lets the next grid, launched with the attribute, start before this one ends.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Read-only loads of the quantized input (8 bytes of digits; a 16-byte block record), kept in L1.
 __device__ __forceinline__ uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 __device__ __forceinline__ int4 ld_xmeta(const int4* p) { return __ldg(p); }

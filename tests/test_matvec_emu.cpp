@@ -205,12 +205,15 @@ std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t c
 
 // Three matrices of `rows[i]` rows in separate buffers, one launch (q, k, v): each buffer readable alone,
 // each y[i] poisoned and fenced.
-template <Type T>
+// kI8: the int8 kernel on x quantized (xq, 16-byte aligned).
+template <Type T, bool kI8 = false>
 std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<uint8_t>>& w, const int64_t (&rows)[3], int64_t cols,
-                                                 const std::vector<float>& x, int64_t resident, const Config& cfg) {
+                                                 const std::vector<float>& x, int64_t resident, const Config& cfg,
+                                                 const uint8_t* xq = nullptr) {
     std::vector<std::vector<float>> y(3);
     mv::Segments seg;
     mv_emu::readable = {{x.data(), x.size() * sizeof(float)}};
+    if (kI8) mv_emu::readable.push_back({xq, static_cast<size_t>(mv::xq_bytes(cols))});
     int64_t end = 0;
     for (int i = 0; i < 3; ++i) {
         y[static_cast<size_t>(i)].assign(static_cast<size_t>(rows[i]) + 8, std::nanf(""));
@@ -224,8 +227,9 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     seg.n = 3;
     const mv::MmaGrid g = mv::mma_grid(end, resident);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
-    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg,
-           [&] { mv::matvec_mma_kernel<T>(seg, x.data(), nullptr, nullptr, static_cast<int>(cols), row_bytes, tiles, g.maxk, false); });
+    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, kI8>(g.maxk)), cfg, [&] {
+        mv::matvec_mma_kernel<T, kI8>(seg, kI8 ? nullptr : x.data(), nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
+    });
     for (int i = 0; i < 3; ++i) {
         auto& v = y[static_cast<size_t>(i)];
         REQUIRE_MESSAGE(std::all_of(v.begin() + rows[i], v.end(), [](float f) { return f == 12345.0f; }), "y written past its end");
@@ -370,6 +374,23 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
             for (int i = 0; i < 3; ++i) {
                 CAPTURE(i);
                 CHECK(rel_l2(y[static_cast<size_t>(i)], reference(t, w[static_cast<size_t>(i)], rows[i], cols, x)) < 1e-5);
+            }
+            if (t == Type::Q5_0) continue;  // no int8 kernel
+            // the int8 kernel on the same segments, against float64 of x as quantized
+            const auto xq = quantize(x, cfg);
+            std::vector<int4> aligned((xq.size() + 15) / 16);
+            std::memcpy(aligned.data(), xq.data(), xq.size());
+            const auto* q = reinterpret_cast<const uint8_t*>(aligned.data());
+            const auto xd = dequantize(xq, cols);
+            switch (t) {
+                case Type::Q4_K: y = run_mma_segments<Type::Q4_K, true>(w, rows, cols, x, resident, cfg, q); break;
+                case Type::Q6_K: y = run_mma_segments<Type::Q6_K, true>(w, rows, cols, x, resident, cfg, q); break;
+                default: y = run_mma_segments<Type::Q8_0, true>(w, rows, cols, x, resident, cfg, q); break;
+            }
+            for (int i = 0; i < 3; ++i) {
+                CAPTURE(i);
+                INFO("int8");
+                CHECK(rel_l2(y[static_cast<size_t>(i)], reference(t, w[static_cast<size_t>(i)], rows[i], cols, xd)) < 1e-5);
             }
         }
     }
