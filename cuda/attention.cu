@@ -171,6 +171,8 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
                                                                      float* __restrict__ out, int L, int group, int kv_dim,
                                                                      float qscale, int chunk, const int32_t* __restrict__ pos_dev,
                                                                      int zc, KvMap kv) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     constexpr int HD = 64 * P, KT = kDecodeTile;
     constexpr int KS = HD + 8;   // K row stride in halves: 16 spare bytes, so the lanes' row reads spread over the banks
     constexpr int CPR = HD / 8;  // 16-byte pieces per row
@@ -340,6 +342,8 @@ constexpr int kCombineThreads = 128;
 __host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
                                                                       int n_split, int head_dim, const int32_t* __restrict__ pos_dev) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     extern __shared__ float weight[];
     const int row = blockIdx.y;  // rows of the launch: consecutive [n_head] blocks of part and out
     part += static_cast<int64_t>(row) * gridDim.x * n_split * (head_dim + 2);
@@ -412,12 +416,15 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
-    attn_decode_kernel<P, HW><<<grid, kDecodeThreads, 0, stream>>>(q, kc, vc, part, out, L, group, n_head_kv * 64 * P,
-                                                                   qscale, sp.chunk, pos_dev, zc, kv);
+    check(launch_pdl(attn_decode_kernel<P, HW>, grid, dim3(kDecodeThreads), 0, stream, q, kc, vc, part, out, L, group,
+                     n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv),
+          "attention (decode)");
     check_launch("attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
-        attn_combine_kernel<<<dim3(n_head, rows), kCombineThreads, weight_bytes, stream>>>(part, out, sp.n_split, 64 * P, pos_dev);
+        check(launch_pdl(attn_combine_kernel, dim3(n_head, rows), dim3(kCombineThreads), weight_bytes, stream, part, out, sp.n_split,
+                         64 * P, pos_dev),
+              "attention (combine)");
         check_launch("attention (combine)");
     }
 }

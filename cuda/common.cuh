@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "cuda/pdl.cuh"
 
 namespace minfer::cuda {
 

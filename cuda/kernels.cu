@@ -31,6 +31,8 @@ __global__ void dequant_f16_kernel(const uint8_t* w, int64_t rows, int64_t cols,
 
 template <Type T>
 __global__ void embed_kernel(const uint8_t* table, int64_t cols, const int32_t* tokens, int n, float* out) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     const int64_t per_row = cols / 8;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i >= n * per_row) return;
@@ -167,6 +169,8 @@ __device__ __forceinline__ float rms_scale(float ss, int dim, float eps, float* 
 }
 
 __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out, __half* out16) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     __shared__ float partial[32];
     const float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
     float* o = out + static_cast<int64_t>(blockIdx.x) * dim;
@@ -187,7 +191,8 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float e
 constexpr int kRmsVec = 4;
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out,
                                                             __half* out16, uint8_t* xq) {
-    mv::pdl_launch_dependents();  // the mat-vec after this one may start fetching its weights
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     __shared__ float partial[32];
     const float4* in = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim);
@@ -250,6 +255,8 @@ __global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict
                                   int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
                                   int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
     const int per_token = n_head + 2 * n_head_kv;
     if (unit >= n * per_token) return;  // warp-uniform
@@ -313,6 +320,8 @@ __global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict
 }
 
 __global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int dim, float* __restrict__ out) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     const int i = blockIdx.y, d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (d < dim) out[static_cast<int64_t>(i) * dim + d] = x[static_cast<int64_t>(rows[i]) * dim + d];
 }
@@ -367,7 +376,9 @@ void dequant_f16(Type t, const void* w, int64_t rows, int64_t cols, __half* out,
 void embed_rows(Type t, const void* table, int64_t cols, const int32_t* tokens, int n, float* out, cudaStream_t stream) {
     const int64_t total = n * (cols / 8);
     const bool known = dispatch_type(t, [&](auto tag) {
-        embed_kernel<decltype(tag)::value><<<blocks_for(total, 256), 256, 0, stream>>>(static_cast<const uint8_t*>(table), cols, tokens, n, out);
+        check(launch_pdl(embed_kernel<decltype(tag)::value>, dim3(blocks_for(total, 256)), dim3(256), 0, stream,
+                         static_cast<const uint8_t*>(table), cols, tokens, n, out),
+              "embed");
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA embedding: tensor type %d", static_cast<int>(t));
     check_launch("embed");
@@ -404,10 +415,13 @@ void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, 
     if (aligned && dim % 4 == 0 && dim <= kRmsVec * 4 * 1024) {
         const int per = kRmsVec * 4;  // elements per thread at most
         const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-        rms_norm_vec_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16, static_cast<uint8_t*>(xq));
+        check(launch_pdl(rms_norm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, dim, w, eps, out, out16,
+                         static_cast<uint8_t*>(xq)),
+              "rms_norm");
     } else {
         const int threads = dim >= 1024 ? 256 : 128;
-        rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, dim, w, eps, out, out16);
+        check(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, dim, w, eps, out, out16),
+              "rms_norm");
     }
     check_launch("rms_norm");
 }
@@ -436,14 +450,16 @@ void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int
                 int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream) {
     if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
-    qkv_finish_kernel<<<blocks_for(units, 4), 128, 0, stream>>>(q, k, v, n, n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm,
-                                                               eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv);
+    check(launch_pdl(qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, q, k, v, n, n_head, n_head_kv, head_dim, bq,
+                     bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv),
+          "qkv_finish");
     check_launch("qkv_finish");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream) {
     if (n <= 0) return;
-    gather_rows_kernel<<<dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), 256, 0, stream>>>(x, rows, dim, out);
+    check(launch_pdl(gather_rows_kernel, dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), dim3(256), 0, stream, x, rows, dim, out),
+          "gather_rows");
     check_launch("gather_rows");
 }
 

@@ -25,11 +25,6 @@
 #include "cuda/kernels.cuh"
 #include "cuda/matvec_impl.cuh"
 
-// Programmatic dependent launch of the MMA family (a knob for A/B builds: -DMINFER_MATVEC_PDL=0).
-#ifndef MINFER_MATVEC_PDL
-#define MINFER_MATVEC_PDL 1
-#endif
-
 namespace minfer::cuda {
 namespace {
 
@@ -116,28 +111,19 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
     const int64_t rows = seg.end[seg.n - 1];
     const int per_sm = mma_blocks_per_sm<T, kI8>();
     const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
-    // Launched as a programmatic dependent: its CTAs may start while the kernel before it (RMSNorm,
+    // A programmatic dependent (cuda/pdl.cuh): its CTAs may start while the kernel before it (RMSNorm,
     // quantize_x) finishes, and fetch their first weights before pdl_wait.
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(g.grid));
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = static_cast<size_t>(mma_smem_bytes<T, kI8>(g.maxk));
-    cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = MINFER_MATVEC_PDL;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    check(cudaLaunchKernelEx(&cfg, matvec_mma_kernel<T, kI8>, seg, x, x_up, xq, static_cast<int>(cols), row_bytes_of<T>(cols),
-                             (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate),
-          "mat-vec launch");
+    check(launch_pdl(matvec_mma_kernel<T, kI8>, dim3(static_cast<unsigned>(g.grid)), dim3(kThreads),
+                     static_cast<size_t>(mma_smem_bytes<T, kI8>(g.maxk)), stream, seg, x, x_up, xq, static_cast<int>(cols),
+                     row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate),
+          "matvec");
 }
 
 template <Type T>
 void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
-    if (rows >= 8192) matvec_plain_kernel<T, 4><<<blocks_for(rows, 4), 128, 0, stream>>>(seg, x, cols, accumulate);
-    else matvec_plain_kernel<T, 1><<<static_cast<unsigned>(rows), 128, 0, stream>>>(seg, x, cols, accumulate);
+    if (rows >= 8192) check(launch_pdl(matvec_plain_kernel<T, 4>, dim3(blocks_for(rows, 4)), dim3(128), 0, stream, seg, x, cols, accumulate), "matvec");
+    else check(launch_pdl(matvec_plain_kernel<T, 1>, dim3(static_cast<unsigned>(rows)), dim3(128), 0, stream, seg, x, cols, accumulate), "matvec");
 }
 
 }  // namespace
@@ -232,7 +218,8 @@ int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
 
 namespace {
 __global__ void quantize_x_kernel(const float* __restrict__ x, const float* __restrict__ up, int64_t cols, uint8_t* xq) {
-    pdl_launch_dependents();  // the mat-vec after this one may start fetching its weights
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // float4 index
     const bool valid = 4 * i < cols;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -251,7 +238,8 @@ void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStr
     if (cols <= 0) return;
     if (cols % 32 != 0 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0)
         fail(MINFER_ERR_INTERNAL, "quantize_x: %lld columns (a multiple of 32) and 16-byte aligned buffers", static_cast<long long>(cols));
-    quantize_x_kernel<<<blocks_for(cols / 4, 256), 256, 0, stream>>>(x, up, cols, static_cast<uint8_t*>(xq));
+    check(launch_pdl(quantize_x_kernel, dim3(blocks_for(cols / 4, 256)), dim3(256), 0, stream, x, up, cols, static_cast<uint8_t*>(xq)),
+          "quantize_x");
     check_launch("quantize_x");
 }
 

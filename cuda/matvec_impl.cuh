@@ -1011,6 +1011,7 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
     for (int p = 0; p < kStages - 1; ++p) issue();
     // Programmatic dependent launch: the weights above never change, x and y come from earlier kernels.
     pdl_wait();
+    pdl_launch_dependents();
     int kt = 0, tl = 0, cur_kt = -1, cur_tl = -1, wb = 0;  // the item being decoded
     if (i0 < i1) split_item(i0, kt, tl);
     if (!kI8 && i0 < i1) load_x(kt);
@@ -1141,6 +1142,8 @@ __device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
 template <Type T, int R>
 __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, const float* __restrict__ x, int64_t cols,
                                                            bool accumulate) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     constexpr int kElemBytes = T == Type::F32 ? 4 : 2, kPer = 16 / kElemBytes;
     const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;

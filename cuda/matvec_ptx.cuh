@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "cuda/pdl.cuh"  // pdl_wait, pdl_launch_dependents (tests/emu has its own)
+
 namespace minfer::cuda::mv {
 
 // The dynamic shared memory of the MMA kernels.
@@ -62,20 +64,6 @@ __device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, ui
             : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
     }
-}
-
-// Programmatic dependent launch (sm_90): pdl_wait blocks until the grids this one depends on have
-// completed and their writes are visible (a no-op when launched without the attribute);
-// pdl_launch_dependents lets the next grid, launched with the attribute, start before this one ends.
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
 }
 
 // Read-only loads of the quantized input (8 bytes of digits; a 16-byte block record), kept in L1.

@@ -39,6 +39,8 @@ constexpr int kThreads = 256, kPerThread = 16;  // a block covers 4096 logits
 
 __global__ __launch_bounds__(kThreads) void argmax_kernel(const float* __restrict__ logits, int n_vocab,
                                                          unsigned long long* __restrict__ keys) {
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
     const float* row = logits + static_cast<int64_t>(blockIdx.y) * n_vocab;
     const int base = static_cast<int>(blockIdx.x) * kThreads * kPerThread;
     unsigned long long best = 0;
@@ -67,7 +69,7 @@ void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long*
     if (rows <= 0 || n_vocab <= 0) return;
     check(cudaMemsetAsync(keys, 0, static_cast<size_t>(rows) * sizeof(unsigned long long), stream), "argmax reset");
     const dim3 grid(blocks_for(n_vocab, kThreads * kPerThread), static_cast<unsigned>(rows));
-    argmax_kernel<<<grid, kThreads, 0, stream>>>(logits, n_vocab, keys);
+    check(launch_pdl(argmax_kernel, grid, dim3(kThreads), 0, stream, logits, n_vocab, keys), "argmax");
     check_launch("argmax");
 }
 
