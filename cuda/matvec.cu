@@ -11,10 +11,14 @@
 //    codes, which is what lets 2- to 5-bit weights stream at memory speed: an f32 FMA per weight plus
 //    its conversion needs 3 or more, while at 3.4 TB/s of 4-bit data the H200 can issue about 5 per
 //    weight (about 3 for 2-bit data), overheads included. Design, tiling and costs: cuda/matvec_impl.cuh.
+//  * the int8 family (q4_0, q8_0, q4_K, q6_K, through matvec_xq): the same kernel skeleton with the input
+//    quantized once (quantize_x, or the RMSNorm before it) as two int8 digits per value and the stored
+//    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input.
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
-// Everything is asynchronous on `stream`, allocates nothing and launches one kernel: graph-capturable.
+// Everything is asynchronous on `stream`, allocates nothing and launches one kernel (a programmatic
+// dependent, cuda/pdl.cuh): graph-capturable.
 #include <cuda_fp16.h>
 
 #include <algorithm>
