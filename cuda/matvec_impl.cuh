@@ -658,8 +658,9 @@ __device__ __forceinline__ void tile8_q40(const Item8& c, float& y0, float& y1) 
 }
 
 // q4_K (d, dmin, scales[12], qs[128]; 16-byte aligned): lane t takes qs bytes 32t .. 32t+31, i.e.
-// sub-blocks 2t (low nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l), one accumulator
-// each: y += d_x (d sc_j D_j - dmin m_j S_j) per sub-block j.
+// sub-blocks 2t (low nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l, entering the MMA
+// unshifted as 16 q: one operation per four codes), one accumulator each: y += d_x (d sc_j D_j - dmin m_j
+// S_j) per sub-block j.
 __device__ __forceinline__ void tile8_q4k(const Item8& c, float& y0, float& y1) {
     const int t = c.t;
     uint32_t q[2][8];
@@ -674,7 +675,7 @@ __device__ __forceinline__ void tile8_q4k(const Item8& c, float& y0, float& y1) 
         const int sh = 16 * (t & 1);
         const float d = f16_lo(h.x), dmin = f16_hi(h.x);
         dsa[r] = d * static_cast<float>((sc >> sh) & 0xffu);
-        dsb[r] = d * static_cast<float>((sc >> (sh + 8)) & 0xffu);
+        dsb[r] = d * static_cast<float>((sc >> (sh + 8)) & 0xffu) * 0.0625f;  // the high nibbles enter as 16 q
         dma[r] = dmin * static_cast<float>((mn >> sh) & 0xffu);
         dmb[r] = dmin * static_cast<float>((mn >> (sh + 8)) & 0xffu);
         const uint4 a = ld128(o + 16 + 32 * t), b = ld128(o + 32 + 32 * t);
@@ -686,8 +687,8 @@ __device__ __forceinline__ void tile8_q4k(const Item8& c, float& y0, float& y1) 
     for (int m = 0; m < 4; ++m) {
         mma_i8<false>(acc[0], q[0][2 * m] & 0x0F0F0F0Fu, q[1][2 * m] & 0x0F0F0F0Fu, q[0][2 * m + 1] & 0x0F0F0F0Fu,
                       q[1][2 * m + 1] & 0x0F0F0F0Fu, bx8(c, 64 * t + 8 * m));
-        mma_i8<false>(acc[1], (q[0][2 * m] >> 4) & 0x0F0F0F0Fu, (q[1][2 * m] >> 4) & 0x0F0F0F0Fu, (q[0][2 * m + 1] >> 4) & 0x0F0F0F0Fu,
-                      (q[1][2 * m + 1] >> 4) & 0x0F0F0F0Fu, bx8(c, 64 * t + 32 + 8 * m));
+        mma_i8<false>(acc[1], q[0][2 * m] & 0xF0F0F0F0u, q[1][2 * m] & 0xF0F0F0F0u, q[0][2 * m + 1] & 0xF0F0F0F0u,
+                      q[1][2 * m + 1] & 0xF0F0F0F0u, bx8(c, 64 * t + 32 + 8 * m));
     }
     const int4 ra = ld_xmeta(c.meta + 2 * t), rb = ld_xmeta(c.meta + 2 * t + 1);
     const float xa = __int_as_float(ra.x), xb = __int_as_float(rb.x);
@@ -768,13 +769,13 @@ template <Type T>
 constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
 
-// Ring slots per warp (items in flight: kStages - 1). A power of two; a tuning knob for A/B builds
+// Ring slots per warp (items in flight: kStages - 1), at least 2; a tuning knob for A/B builds
 // (NVCC_APPEND_FLAGS=-DMINFER_MATVEC_STAGES=8 ...).
 #ifndef MINFER_MATVEC_STAGES
 #define MINFER_MATVEC_STAGES 4
 #endif
 constexpr int kStages = MINFER_MATVEC_STAGES;
-static_assert(kStages >= 2 && (kStages & (kStages - 1)) == 0, "MINFER_MATVEC_STAGES: a power of two, at least 2");
+static_assert(kStages >= 2, "MINFER_MATVEC_STAGES: at least 2");
 // CTAs per SM the kernels are compiled for (__launch_bounds__): a tuning knob like kStages.
 #ifndef MINFER_MATVEC_MIN_BLOCKS
 #define MINFER_MATVEC_MIN_BLOCKS 4
@@ -924,7 +925,7 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
     for (int i = lane; i < k * kTileRows; i += 32) part[i] = 0.0f;
     if (!kI8 && lane <= kMmas) st64(frag + lane * kFragRow + 64, make_uint2(0u, 0u));  // the zero entries
 
-    // Copying: item `ic` (k-tile ic_kt, tile ic_tl) goes to ring slot ic % kStages. Lane: row lane & 15,
+    // Copying: item `ic` (k-tile ic_kt, tile ic_tl) goes to ring slot (ic - i0) % kStages. Lane: row lane & 15,
     // 16-byte chunks half, half + 2, ... of the span from the 32-byte boundary at or before that row's
     // segment (each copy instruction reads whole sectors). One cp.async group per
     // item (empty past the warp's items), so waiting for all but the newest kStages - 1 groups means
@@ -955,7 +956,7 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
         }
     };
     const int rr = lane & 15, half = lane >> 4;
-    int ic = i0, ic_kt = 0, ic_tl = 0;
+    int ic = i0, ic_kt = 0, ic_tl = 0, ic_slot = 0;
     if (i0 < i1) split_item(i0, ic_kt, ic_tl);
     // The copying lane's row of tile ic_tl: its first byte, its segment's first and end bytes (null: past
     // the last row), recomputed when the tile changes.
@@ -983,13 +984,14 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
                 const int off = static_cast<int>(reinterpret_cast<uintptr_t>(src) & 31);
                 const uint8_t* a = src - off + 16 * half;
                 const int rem = static_cast<int>(min(static_cast<int64_t>(seg_w1 - a), static_cast<int64_t>(1) << 30));  // bytes from a on
-                const uint32_t dst = smem_base + ring + (ic & (kStages - 1)) * (kTileRows * SEG) + rr * SEG + 16 * half;
+                const uint32_t dst = smem_base + ring + ic_slot * (kTileRows * SEG) + rr * SEG + 16 * half;
                 // a before the segment: the first 16 bytes of the span precede the matrix (and its data): not copied
                 copy_span(std::make_integer_sequence<int, (SEG / 16 + 1) / 2>{}, dst, a, half, (off + n + 15) >> 4, rem, a < seg_w0);
             }
             next_item(ic_kt, ic_tl);
         }
         ++ic;
+        ic_slot = ic_slot + 1 == kStages ? 0 : ic_slot + 1;
         cp_async_commit();
     };
     float4 xa = make_float4(0.f, 0.f, 0.f, 0.f), xb = xa;
@@ -1012,7 +1014,7 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
     // Programmatic dependent launch: the weights above never change, x and y come from earlier kernels.
     pdl_wait();
     pdl_launch_dependents();
-    int kt = 0, tl = 0, cur_kt = -1, cur_tl = -1, wb = 0;  // the item being decoded
+    int kt = 0, tl = 0, cur_kt = -1, cur_tl = -1, wb = 0, it_slot = 0;  // the item being decoded, its ring slot
     if (i0 < i1) split_item(i0, kt, tl);
     if (!kI8 && i0 < i1) load_x(kt);
 
@@ -1051,7 +1053,8 @@ __global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma
         cp_async_wait<kStages - 1>();
         __syncwarp();
         const int kto = (kt * KTB) & 31;
-        const uint32_t slot = ring + (it & (kStages - 1)) * (kTileRows * SEG);
+        const uint32_t slot = ring + it_slot * (kTileRows * SEG);
+        it_slot = it_slot + 1 == kStages ? 0 : it_slot + 1;
         const uint32_t o0 = slot + g * SEG + ((wb + rg0 + kto) & 31), o1 = slot + (g + 8) * SEG + ((wb + rg1 + kto) & 31);
         const int nb = min(8, (cols - kt * kKTile) / 32);
         if constexpr (kI8) {
