@@ -769,17 +769,27 @@ template <Type T>
 constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
 
-// Ring slots per warp (items in flight: kStages - 1), at least 2; a tuning knob for A/B builds
-// (NVCC_APPEND_FLAGS=-DMINFER_MATVEC_STAGES=8 ...).
-#ifndef MINFER_MATVEC_STAGES
-#define MINFER_MATVEC_STAGES 4
+// Ring slots per warp (items in flight: stages - 1, at least 2) and the CTAs per SM a kernel is
+// compiled for (__launch_bounds__). Measured on the H200 (docs/perf.md): 4 and 4 suit most kernels; the
+// int8 q4_0 and q8_0 kernels, whose 2-byte aligned blocks need the widest ring slots, gain 2-4% end to
+// end with 3 and 5 (more warps per SM), which cost q4_K 5%. Tuning knobs for A/B builds
+// (NVCC_APPEND_FLAGS="-DMINFER_MATVEC_STAGES=3 -DMINFER_MATVEC_MIN_BLOCKS=5" sets every kernel's).
+template <Type T, bool kI8>
+constexpr int stages() {
+#ifdef MINFER_MATVEC_STAGES
+    return MINFER_MATVEC_STAGES;
+#else
+    return kI8 && (T == Type::Q4_0 || T == Type::Q8_0) ? 3 : 4;
 #endif
-constexpr int kStages = MINFER_MATVEC_STAGES;
-static_assert(kStages >= 2, "MINFER_MATVEC_STAGES: at least 2");
-// CTAs per SM the kernels are compiled for (__launch_bounds__): a tuning knob like kStages.
-#ifndef MINFER_MATVEC_MIN_BLOCKS
-#define MINFER_MATVEC_MIN_BLOCKS 4
+}
+template <Type T, bool kI8>
+constexpr int min_blocks() {
+#ifdef MINFER_MATVEC_MIN_BLOCKS
+    return MINFER_MATVEC_MIN_BLOCKS;
+#else
+    return stages<T, kI8>() == 3 ? 5 : 4;
 #endif
+}
 // The copies fetch each row segment from the 32-byte boundary at or before it, so the two lanes of a
 // row cover one whole 32-byte sector per copy instruction. A segment's data then starts at offset
 // (address mod 32) in its slot: below 32 - the alignment the type's blocks keep (16 for q4_K and q5_K,
@@ -799,7 +809,7 @@ constexpr int seg_bytes() {
 // kI8: the int8 family (no B fragments or sums of its own: its input is xq).
 template <Type T, bool kI8 = false>
 constexpr int warp_bytes() {
-    return (kStages * kTileRows * seg_bytes<T>() + (kI8 ? 0 : kFragBytes + kSumsBytes) + 15) / 16 * 16;
+    return (stages<T, kI8>() * kTileRows * seg_bytes<T>() + (kI8 ? 0 : kFragBytes + kSumsBytes) + 15) / 16 * 16;
 }
 template <Type T, bool kI8 = false>
 constexpr int mma_smem_bytes(int maxk) {
@@ -904,11 +914,12 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f +
 
 // kI8 (the int8 family): the input is xq (x and x_up unused); otherwise x (and x_up), xq unused.
 template <Type T, bool kI8 = false>
-__global__ __launch_bounds__(kThreads, MINFER_MATVEC_MIN_BLOCKS) void matvec_mma_kernel(
+__global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_kernel(
     const Segments seg, const float* __restrict__ x, const float* __restrict__ x_up, const uint8_t* __restrict__ xq, int cols,
     int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
     const int64_t rows = segment_end(seg, seg.n - 1);
-    constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes<T>();
+    constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes<T>(), kStages = stages<T, kI8>();
+    static_assert(kStages >= 2, "at least two ring slots");
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t tb0 = tiles * blockIdx.x / gridDim.x, tb1 = tiles * (blockIdx.x + 1) / gridDim.x;
