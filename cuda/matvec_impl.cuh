@@ -159,6 +159,15 @@ __device__ __forceinline__ uint2 bfrag(const Item& c, int m) { return ld64(c.xf 
 // 4q, 4q+2 as its first f16 pair and 4q+1, 4q+3 as its second); extra_lane(t, i) where the sum of x that
 // lane t's k-slot i of MMA 16 holds comes from; tile() decodes and multiplies one item.
 
+// The 6-bit scales (sc) and mins (mn) of sub-blocks 0-3 (t < 2) or 4-7 (t >= 2) of a q4_K/q5_K
+// super-block whose first 16 bytes are h (d, dmin, scales[12]): byte j of sc and mn is sub-block
+// 4 (t >> 1) + j's.
+__device__ __forceinline__ void k4_scales(const uint4 h, int t, uint32_t& sc, uint32_t& mn) {
+    const bool low = t < 2;
+    sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
+    mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+}
+
 // q4_K and q5_K: lane t takes qs bytes 32t .. 32t+31 of the super-block, i.e. sub-blocks 2t (low
 // nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l). The codes enter the MMA as sc * q
 // (at most 63 * 31, exact in f16), so one accumulator covers the super-block; MMA 16 multiplies the mins
@@ -174,9 +183,8 @@ __device__ __forceinline__ void tile_k45(const Item& c, float& y0, float& y1) {
     for (int r = 0; r < 2; ++r) {
         const uint32_t o = r ? c.o1 : c.o0;
         const uint4 h = ld128(o);  // d, dmin, scales[0..11]
-        const bool low = t < 2;
-        const uint32_t sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
-        const uint32_t mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+        uint32_t sc, mn;
+        k4_scales(h, t, sc, mn);
         const uint32_t sel = 0x4040u + (t & 1) * 0x0202u;  // byte 2(t&1) into both halves
         k0[r] = hadd2(__byte_perm(sc, kMagicB, sel), h2c(-1024.0));                         // sc_{2t}
         n0[r] = hmul2(k0[r], h2c(-1024.0));
@@ -610,49 +618,38 @@ __device__ __forceinline__ uint2 bx8(const Item8& c, int col, bool valid = true)
 }
 __device__ __forceinline__ float digits(const int (&a)[4], int r) { return static_cast<float>(256 * a[2 * r] + a[2 * r + 1]); }
 
-// q8_0 (d, qs[32] signed): lane t takes blocks t and t + 4 whole; MMA m multiplies words 2m, 2m + 1 of qs
-// (columns 8m .. 8m+7 of the block).
-__device__ __forceinline__ void tile8_q80(const Item8& c, float& y0, float& y1) {
+// q8_0 (d, qs[32] signed) and q4_0 (d, qs[16]: byte l holds element l in its low nibble and l + 16 in
+// its high one, code - 8): lane t takes blocks t and t + 4 whole. q8_0: MMA m multiplies words 2m,
+// 2m + 1 of qs (columns 8m .. 8m+7 of the block); q4_0: MMAs 0, 1 the low nibbles of words 0-1 and 2-3,
+// MMAs 2, 3 the high ones, and the -8 goes through the block's sums.
+template <Type T>
+__device__ __forceinline__ void tile8_legacy(const Item8& c, float& y0, float& y1) {
+    constexpr bool k8 = T == Type::Q8_0;
+    constexpr int kBytes = k8 ? 34 : 18, kWords = k8 ? 8 : 4;
 #pragma unroll
     for (int bb = 0; bb < 2; ++bb) {
         const int blk = c.t + 4 * bb;
         const bool valid = blk < c.nb;
-        uint32_t w0[8], w1[8];
-        ld_words<8>(c.o0 + blk * 34 + 2, w0);
-        ld_words<8>(c.o1 + blk * 34 + 2, w1);
-        int acc[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int m = 0; m < 4; ++m) mma_i8<true>(acc, w0[2 * m], w1[2 * m], w0[2 * m + 1], w1[2 * m + 1], bx8(c, 32 * blk + 8 * m, valid));
-        if (valid) {
-            const float dx = __int_as_float(ld_xmeta(c.meta + blk).x);
-            y0 += ld_f16(c.o0 + blk * 34) * dx * digits(acc, 0);
-            y1 += ld_f16(c.o1 + blk * 34) * dx * digits(acc, 1);
-        }
-    }
-}
-
-// q4_0 (d, qs[16]: byte l holds element l low and l + 16 high, code - 8): lane t takes blocks t, t + 4;
-// MMAs 0, 1 the low nibbles of words 0-1 and 2-3, MMAs 2, 3 the high ones. The -8 goes through the sums.
-__device__ __forceinline__ void tile8_q40(const Item8& c, float& y0, float& y1) {
-#pragma unroll
-    for (int bb = 0; bb < 2; ++bb) {
-        const int blk = c.t + 4 * bb;
-        const bool valid = blk < c.nb;
-        uint32_t w0[4], w1[4];
-        ld_words<4>(c.o0 + blk * 18 + 2, w0);
-        ld_words<4>(c.o1 + blk * 18 + 2, w1);
+        uint32_t w0[kWords], w1[kWords];
+        ld_words<kWords>(c.o0 + blk * kBytes + 2, w0);
+        ld_words<kWords>(c.o1 + blk * kBytes + 2, w1);
         int acc[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-            const int sh = 4 * (m >> 1), wi = 2 * (m & 1);
-            mma_i8<false>(acc, (w0[wi] >> sh) & 0x0F0F0F0Fu, (w1[wi] >> sh) & 0x0F0F0F0Fu, (w0[wi + 1] >> sh) & 0x0F0F0F0Fu,
-                          (w1[wi + 1] >> sh) & 0x0F0F0F0Fu, bx8(c, 32 * blk + 8 * m, valid));
+            const uint2 b = bx8(c, 32 * blk + 8 * m, valid);
+            if constexpr (k8) {
+                mma_i8<true>(acc, w0[2 * m], w1[2 * m], w0[2 * m + 1], w1[2 * m + 1], b);
+            } else {
+                const int sh = 4 * (m >> 1), wi = 2 * (m & 1);
+                mma_i8<false>(acc, (w0[wi] >> sh) & 0x0F0F0F0Fu, (w1[wi] >> sh) & 0x0F0F0F0Fu, (w0[wi + 1] >> sh) & 0x0F0F0F0Fu,
+                              (w1[wi + 1] >> sh) & 0x0F0F0F0Fu, b);
+            }
         }
         if (valid) {
             const int4 rec = ld_xmeta(c.meta + blk);
-            const float dx = __int_as_float(rec.x), off = static_cast<float>(8 * (rec.y + rec.z));
-            y0 += ld_f16(c.o0 + blk * 18) * dx * (digits(acc, 0) - off);
-            y1 += ld_f16(c.o1 + blk * 18) * dx * (digits(acc, 1) - off);
+            const float dx = __int_as_float(rec.x), off = k8 ? 0.0f : static_cast<float>(8 * (rec.y + rec.z));
+            y0 += ld_f16(c.o0 + blk * kBytes) * dx * (digits(acc, 0) - off);
+            y1 += ld_f16(c.o1 + blk * kBytes) * dx * (digits(acc, 1) - off);
         }
     }
 }
@@ -669,9 +666,8 @@ __device__ __forceinline__ void tile8_q4k(const Item8& c, float& y0, float& y1) 
     for (int r = 0; r < 2; ++r) {
         const uint32_t o = r ? c.o1 : c.o0;
         const uint4 h = ld128(o);  // d, dmin, scales[0..11]
-        const bool low = t < 2;
-        const uint32_t sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
-        const uint32_t mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+        uint32_t sc, mn;
+        k4_scales(h, t, sc, mn);
         const int sh = 16 * (t & 1);
         const float d = f16_lo(h.x), dmin = f16_hi(h.x);
         dsa[r] = d * static_cast<float>((sc >> sh) & 0xffu);
@@ -751,10 +747,10 @@ __device__ __forceinline__ void tile8_q6k(const Item8& c, float& y0, float& y1) 
 template <Type T>
 struct Mv8;
 template <> struct Mv8<Type::Q4_0> {
-    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q40(c, y0, y1); }
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_legacy<Type::Q4_0>(c, y0, y1); }
 };
 template <> struct Mv8<Type::Q8_0> {
-    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q80(c, y0, y1); }
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_legacy<Type::Q8_0>(c, y0, y1); }
 };
 template <> struct Mv8<Type::Q4_K> {
     __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q4k(c, y0, y1); }

@@ -263,49 +263,17 @@ std::vector<float> make_x(int64_t cols, int variant, uint64_t seed) {
     return x;
 }
 
-template <Type T>
+// Both tensor-core families on the same shapes: rows x cols, and the resident CTAs the grid assumes (1 or
+// 2: CTAs of several row tiles, warps whose items start inside a k-tile; 16 x 4096: one row tile per CTA,
+// four k-tiles per warp). The f16 family against float64 of the dequantized weights times x; the int8
+// family (kI8) times x as quantized (tight: only f32 roundings remain).
+template <Type T, bool kI8 = false>
 void check_mma_type() {
     const int64_t b = quant::type_info(T).block_elems;
     const bool legacy = b == 32;
-    // rows x cols, and the resident CTAs the grid assumes (1 or 2: CTAs of several row tiles, warps whose
-    // items start inside a k-tile; 16 x 4096: one row tile per CTA, four k-tiles per warp)
     const int64_t shapes[][3] = {{1, b, 1000},  {7, 2 * b, 1000}, {33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2},
                                  {70, 2048, 2}, {48, 1280, 1},    {16, 4096, 1000}};
-    uint64_t seed = 77 + static_cast<uint64_t>(T);
-    int n = 0;
-    for (const auto& sh : shapes) {
-        const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
-        for (bool random_bytes : {false, true}) {
-            const auto w = weights(T, rows, cols, random_bytes, seed++);
-            for (int variant = 0; variant < 3; ++variant) {
-                const auto x = make_x(cols, variant, seed++);
-                const auto ref = reference(T, w, rows, cols, x);
-                const Config& cfg = kConfigs[n++ % 2];
-                CAPTURE(quant::type_info(T).name);
-                CAPTURE(rows);
-                CAPTURE(cols);
-                CAPTURE(resident);
-                CAPTURE(random_bytes);
-                CAPTURE(variant);
-                CAPTURE(cfg.reverse);
-                mv_emu::rt.inexact = 0;
-                const auto y = run_mma<T>(w, rows, cols, x, resident, cfg);
-                CHECK(mv_emu::rt.inexact == 0);
-                CHECK(rel_l2(y, ref) < 1e-5);
-            }
-        }
-    }
-}
-
-// The int8 family: against float64 of the dequantized weights times x as quantized (tight: only f32
-// roundings remain), on the same shapes as the f16 family.
-template <Type T>
-void check_i8_type() {
-    const int64_t b = quant::type_info(T).block_elems;
-    const bool legacy = b == 32;
-    const int64_t shapes[][3] = {{1, b, 1000},  {7, 2 * b, 1000}, {33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2},
-                                 {70, 2048, 2}, {48, 1280, 1},    {16, 4096, 1000}};
-    uint64_t seed = 177 + static_cast<uint64_t>(T);
+    uint64_t seed = (kI8 ? 177 : 77) + static_cast<uint64_t>(T);
     int n = 0;
     for (const auto& sh : shapes) {
         const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
@@ -314,16 +282,23 @@ void check_i8_type() {
             for (int variant = 0; variant < 3; ++variant) {
                 const auto x = make_x(cols, variant, seed++);
                 const Config& cfg = kConfigs[n++ % 2];
-                const auto xq = quantize(x, cfg);
-                const auto ref = reference(T, w, rows, cols, dequantize(xq, cols));
                 CAPTURE(quant::type_info(T).name);
+                CAPTURE(kI8);
                 CAPTURE(rows);
                 CAPTURE(cols);
                 CAPTURE(resident);
                 CAPTURE(random_bytes);
                 CAPTURE(variant);
                 CAPTURE(cfg.reverse);
-                CHECK(rel_l2(run_i8<T>(w, rows, cols, xq, resident, cfg), ref) < 1e-5);
+                if constexpr (kI8) {
+                    const auto xq = quantize(x, cfg);
+                    CHECK(rel_l2(run_i8<T>(w, rows, cols, xq, resident, cfg), reference(T, w, rows, cols, dequantize(xq, cols))) < 1e-5);
+                } else {
+                    mv_emu::rt.inexact = 0;
+                    const auto y = run_mma<T>(w, rows, cols, x, resident, cfg);
+                    CHECK(mv_emu::rt.inexact == 0);
+                    CHECK(rel_l2(y, reference(T, w, rows, cols, x)) < 1e-5);
+                }
             }
         }
     }
@@ -483,8 +458,8 @@ TEST_CASE("emulated mat-vec: the int8 input keeps 15 bits of each 32-column bloc
 }
 
 TEST_CASE("emulated mat-vec: int8 family (q4_0, q8_0, q4_K, q6_K) on the quantized input") {
-    check_i8_type<Type::Q4_0>();
-    check_i8_type<Type::Q8_0>();
-    check_i8_type<Type::Q4_K>();
-    check_i8_type<Type::Q6_K>();
+    check_mma_type<Type::Q4_0, true>();
+    check_mma_type<Type::Q8_0, true>();
+    check_mma_type<Type::Q4_K, true>();
+    check_mma_type<Type::Q6_K, true>();
 }
