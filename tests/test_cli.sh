@@ -428,9 +428,27 @@ expect_rc 0
 expect_match out "^\| .* \| pp16 \| [0-9.]+ ± [0-9.]+ \|$"
 expect_match out "^\| .* \| tg4 \| [0-9.]+ ± [0-9.]+ \|$"
 expect_match out "^memory: peak resident "
+expect_match out "^prefill: [0-9.]+ GFLOP/s \([0-9.e+-]+ GFLOP per pp16 call"
+# the operation count from the model's dimensions (minfer info), worked out here independently: per
+# token 2 x layers x (q, k, v, o, gate, up, down weights), causal attention 4 x layers x n_head x head_dim
+# per key, the output row once
+cp out bench_md
+run info gen.gguf
+python3 - <<'PY' || fail "bench's prefill operation count disagrees with the model's dimensions"
+import re
+info = open("out").read()
+num = lambda key: int(re.search(r"^" + key + r":\s+(\d+)", info, re.M).group(1))
+heads = re.search(r"^heads:\s+(\d+) \(kv (\d+), head_dim (\d+)\)", info, re.M)
+e, f, L, V = num("embedding"), num("feed-forward"), num("layers"), num("vocabulary")
+nh, nkv, hd = (int(g) for g in heads.groups())
+q, kv, n = nh * hd, nkv * hd, 16
+flops = 2 * L * (e * q + 2 * e * kv + q * e + 3 * e * f) * n + 4 * L * q * (n * (n + 1) / 2) + 2 * e * V
+got = float(re.search(r"GFLOP/s \(([0-9.e+-]+) GFLOP per pp16", open("bench_md").read()).group(1)) * 1e9
+assert abs(got - flops) <= 1e-3 * flops, (got, flops)
+PY
 run bench -m gen.gguf -p 16 -n 4 -r 2 --json --quiet
 expect_rc 0
-python3 -c 'import json, sys; d = json.load(open("out")); t = {x["test"]: x for x in d["tests"]}; assert len(t["pp16"]["runs"]) == 2 and t["tg4"]["tok_per_s"] > 0 and d["peak_rss_bytes"] > 0 and d["options"]["device"] == "auto"' ||
+python3 -c 'import json, sys; d = json.load(open("out")); t = {x["test"]: x for x in d["tests"]}; assert len(t["pp16"]["runs"]) == 2 and t["tg4"]["tok_per_s"] > 0 and d["peak_rss_bytes"] > 0 and d["options"]["device"] == "auto" and d["pp_gflop_per_s"] > 0' ||
     fail "bench --json is not the expected JSON"
 ok
 

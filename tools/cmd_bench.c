@@ -44,6 +44,20 @@ static const char* const BENCH_HELP =
     "aggregate decode rate (tokens sampled after that over the time they took) and the end-to-end rate,\n"
     "best of -r repetitions (each on a fresh batch after a warm-up).\n";
 
+/* ---- prefill arithmetic ----------------------------------------------------------------------- */
+
+/* Floating-point operations of one prefill call of n tokens after `depth` earlier ones, a multiply-add
+   counted as 2: every layer's q, k, v, o, gate, up and down projections for each token, the causal
+   attention products (q k and p v: 2 x 2 x n_head x head_dim per key, token i at position depth + i
+   attending to depth + i + 1 keys), and the output projection of the one row whose logits are kept. */
+static double prefill_flops(const minfer_model* m, long n, long depth) {
+    const double e = minfer_model_n_embd(m), f = minfer_model_n_ff(m), hd = minfer_model_head_dim(m);
+    const double q = minfer_model_n_head(m) * hd, kv = minfer_model_n_head_kv(m) * hd, layers = minfer_model_n_layer(m);
+    const double per_token = 2.0 * layers * (e * q + 2.0 * e * kv + q * e + 3.0 * e * f);
+    const double keys = (double)n * (double)depth + (double)n * ((double)n + 1.0) / 2.0;
+    return per_token * (double)n + 4.0 * layers * q * keys + 2.0 * e * minfer_model_n_vocab(m);
+}
+
 /* ---- host read bandwidth ---------------------------------------------------------------------- */
 
 struct read_slice {
@@ -448,7 +462,12 @@ int cmd_bench(int argc, char** argv) {
         if (bandwidth) printf(" \"host_read_bytes_per_s\": %.0f,", read_bw);
         printf(" \"prefill_path\": \"%s\", \"gemm\": \"%s\", \"warm_ms\": %.3f,", minfer_model_prefill_path(m), minfer_model_gemm(m),
                minfer_model_warm_ms(m));
-        printf(" \"repetitions\": %ld, \"depth\": %ld, \"tests\": [", reps, depth);
+        printf(" \"repetitions\": %ld, \"depth\": %ld,", reps, depth);
+        if (n_prompt > 0) {
+            mean_sd(pp, (int)reps, &mean, &sd);
+            printf(" \"pp_gflop_per_s\": %.3f,", prefill_flops(m, n_prompt, depth) * mean / (double)n_prompt / 1e9);
+        }
+        printf(" \"tests\": [");
         if (n_prompt > 0) json_test("pp", n_prompt, depth, pp, (int)reps);
         if (n_prompt > 0 && n_gen > 0) printf(", ");
         if (n_gen > 0) json_test("tg", n_gen, depth, tg, (int)reps);
@@ -478,6 +497,12 @@ int cmd_bench(int argc, char** argv) {
             test_name(name, sizeof name, "tg", n_gen, depth);
             printf("| %s | %s | %.2f B | %s | %s | %s | %.2f ± %.2f |\n", minfer_model_name(m), buf,
                    (double)minfer_model_n_params(m) / 1e9, device, threads, name, mean, sd);
+        }
+        if (n_prompt > 0) {
+            mean_sd(pp, (int)reps, &mean, &sd);
+            test_name(name, sizeof name, "pp", n_prompt, depth);
+            printf("\nprefill: %.1f GFLOP/s (%.4g GFLOP per %s call: projections, causal attention, one output row)",
+                   prefill_flops(m, n_prompt, depth) * mean / (double)n_prompt / 1e9, prefill_flops(m, n_prompt, depth) / 1e9, name);
         }
         printf("\nload: %.2f s\nmemory: peak resident %s (the mapped weights count as they are touched)\n", load_s, rss);
         if (strcmp(device, "cuda") == 0) printf("vram: %s\n", vram_line);
