@@ -299,7 +299,7 @@ public:
         cuda::rms_norm(x.data, rows, static_cast<int>(dim), static_cast<const float*>(m_->device_of(w)), eps, out.data, s());
     }
 
-    void matmul(const Weight& w, Buf x, int n, Buf out) override {
+    void matmul(const Weight& w, Buf x, int n, Buf out, bool /*same_input*/) override {
         const void* wd = m_->device_of(w);
         if (n == 1) cuda::matvec(w.type, wd, w.rows, w.cols, x.data, out.data, s());
         else gemm_->run(w.type, wd, w.rows, w.cols, x.data, n, out.data, w.info ? w.info->name.c_str() : "?");

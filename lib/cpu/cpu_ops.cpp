@@ -65,14 +65,22 @@ public:
         });
     }
 
-    void matmul(const Weight& w, Buf x, int n, Buf out) override {
-        // Prepare each token's activation row once in the format the weight type's dot product takes.
+    void matmul(const Weight& w, Buf x, int n, Buf out, bool same_input) override {
+        // Prepare each token's activation row once in the format the weight type's dot product takes (once
+        // for q, k and v, and for gate and up, when their types take the same format).
         const quant::Type at = quant::vec_dot_type(w.type);
         const size_t arow = quant::row_bytes(at, w.cols);
-        if (act_.size() < arow * static_cast<size_t>(n)) act_.resize(arow * static_cast<size_t>(n));
-        pool_->parallel_for(n, [&](int64_t t, int) {
-            quant::prepare_activation(w.type, x.data + t * w.cols, act_.data() + static_cast<size_t>(t) * arow, w.cols);
-        });
+        const bool reuse = same_input && act_type_ == at && act_x_ == x.data && act_n_ == n && act_cols_ == w.cols;
+        if (!reuse) {
+            if (act_.size() < arow * static_cast<size_t>(n)) act_.resize(arow * static_cast<size_t>(n));
+            pool_->parallel_for(n, [&](int64_t t, int) {
+                quant::prepare_activation(w.type, x.data + t * w.cols, act_.data() + static_cast<size_t>(t) * arow, w.cols);
+            });
+            act_type_ = at;
+            act_x_ = x.data;
+            act_n_ = n;
+            act_cols_ = w.cols;
+        }
         // Rows in blocks: each block of weight rows stays in cache while every token passes over it.
         const quant::VecDotFn dot = quant::vec_dot_fn(w.type);
         const size_t wrow = quant::row_bytes(w.type, w.cols);
@@ -213,6 +221,11 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     std::vector<float> scores_;    // [threads][n_ctx] attention scores
     std::vector<uint8_t> act_;     // prepared activations of the current matmul
+    // What act_ was prepared from (reused only when the caller says the input is unchanged)
+    quant::Type act_type_ = quant::Type::F32;
+    const float* act_x_ = nullptr;
+    int act_n_ = -1;
+    int64_t act_cols_ = -1;
     std::vector<std::vector<float>> buffers_;
 };
 

@@ -40,8 +40,8 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
         // Attention block: x += Wo · attention(rope(norm_q(Wq·h + bq)), rope(norm_k(Wk·h + bk)), Wv·h + bv)
         ops.rms_norm(x, n, c.n_embd, Weight::of(L.attn_norm), eps, xb);
         ops.matmul(Weight::of(L.wq), xb, n, q);
-        ops.matmul(Weight::of(L.wk), xb, n, k);
-        ops.matmul(Weight::of(L.wv), xb, n, v);
+        ops.matmul(Weight::of(L.wk), xb, n, k, true);
+        ops.matmul(Weight::of(L.wv), xb, n, v, true);
         if (c.qkv_bias) {
             if (!(c.planted & testing::kPlantNoQkBias)) {
                 ops.add_bias(q, n, Weight::of(L.bq));
@@ -67,7 +67,7 @@ void forward(const model::Config& c, const model::Plan& plan, Ops& ops, Scratch&
         // Feed-forward block: x += W_down · (silu(W_gate·h) * (W_up·h))
         ops.rms_norm(x, n, c.n_embd, Weight::of(L.ffn_norm), eps, xb);
         ops.matmul(Weight::of(L.w_gate), xb, n, gate);
-        ops.matmul(Weight::of(L.w_up), xb, n, up);
+        ops.matmul(Weight::of(L.w_up), xb, n, up, true);
         ops.swiglu(gate, up);
         ops.matmul(Weight::of(L.w_down), gate, n, xb);
         ops.add(x, xb);

@@ -76,8 +76,10 @@ public:
     virtual void embed(const Weight& table, const int32_t* tokens, int n, Buf out) = 0;
     // out[r] = x[r] / rms(x[r]) * w, for `rows` rows of `dim`; out may be x.
     virtual void rms_norm(Buf x, int64_t rows, int64_t dim, const Weight& w, float eps, Buf out) = 0;
-    // out[t][r] = dot(W row r, x[t]) for t < n. x: [n][w.cols], out: [n][w.rows]
-    virtual void matmul(const Weight& w, Buf x, int n, Buf out) = 0;
+    // out[t][r] = dot(W row r, x[t]) for t < n. x: [n][w.cols], out: [n][w.rows]. same_input: x (and n)
+    // is the previous matmul call's input, unchanged since (k and v after q, up after gate), so a backend
+    // may reuse what it derived from it; false always works.
+    virtual void matmul(const Weight& w, Buf x, int n, Buf out, bool same_input = false) = 0;
     // x[r][:] += b for `rows` rows of b.cols.
     virtual void add_bias(Buf x, int64_t rows, const Weight& b) = 0;
     // Rotary embedding, NeoX layout (pairs i and i + head_dim/2), token t at position pos0 + t, in place,
