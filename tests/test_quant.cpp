@@ -606,6 +606,38 @@ TEST_SUITE("quant") {
         force_portable(false);
     }
 
+    TEST_CASE("q8_0 activation quantization: the AVX2 path writes the portable path's bytes") {
+        // Normal values, values on rounding ties (x / d = k + 0.5 exactly), zeros, a lone NaN, infinities,
+        // all-NaN blocks, values past the f16 range, tiny values: every block byte for byte equal.
+        std::mt19937_64 rng(4711);
+        std::normal_distribution<float> nd(0.0f, 1.0f);
+        const int64_t nb = 64, n = nb * 32;
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t b = 0; b < nb; ++b) {
+            float* v = x.data() + b * 32;
+            for (int j = 0; j < 32; ++j) v[j] = nd(rng) * (b % 7 == 3 ? 1e-20f : b % 7 == 4 ? 1e6f : 1.0f);
+            switch (b % 9) {
+                case 0: for (int j = 0; j < 32; ++j) v[j] = 127.0f * static_cast<float>(j - 16) / 63.5f; break;  // ties
+                case 1: for (int j = 0; j < 32; ++j) v[j] = 0.0f; break;
+                case 2: v[5] = std::nanf(""); break;
+                case 3: v[7] = INFINITY; v[9] = -INFINITY; break;
+                case 4: for (int j = 0; j < 32; ++j) v[j] = std::nanf(""); break;
+                case 5: v[0] = -0.0f; v[31] = 3e38f; break;
+                default: break;
+            }
+        }
+        std::vector<uint8_t> a(row_bytes(Type::Q8_0, n)), p(a.size());
+        force_portable(true);
+        quantize_row(Type::Q8_0, x.data(), p.data(), n);
+        force_portable(false);
+        quantize_row(Type::Q8_0, x.data(), a.data(), n);
+        INFO("SIMD: " << simd_level());
+        for (int64_t b = 0; b < nb; ++b) {
+            CAPTURE(b);
+            CHECK(std::memcmp(a.data() + b * 34, p.data() + b * 34, 34) == 0);
+        }
+    }
+
     TEST_CASE("vec_dot on blocks of random bytes (full code ranges) matches the decoded blocks") {
         // Every code, scale and high-bit pattern, with the f16 scale fields overwritten by moderate values
         // (either sign) so nothing overflows.

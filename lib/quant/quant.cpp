@@ -847,7 +847,10 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n) {
         case Type::Q4_1: return quant_q4_1(src, dst, nb);
         case Type::Q5_0: return quant_q5_0(src, dst, nb);
         case Type::Q5_1: return quant_q5_1(src, dst, nb);
-        case Type::Q8_0: return quant_q8_0(src, dst, nb);
+        case Type::Q8_0:
+            if (use_avx2())
+                if (detail::QuantRowFn f = detail::avx2_quant_q8_0()) return f(src, dst, nb);
+            return quant_q8_0(src, dst, nb);
         case Type::Q8_1: return quant_q8_1(src, dst, nb);
         case Type::Q2_K: return quant_q2_K(src, dst, nb);
         case Type::Q3_K: return quant_q3_K(src, dst, nb);

@@ -8,6 +8,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "quant/blocks.h"
 #include "quant/f16.h"
 
@@ -520,6 +522,41 @@ VecDotTileFn avx2_vec_dot_tile(Type weight) {
     }
 }
 
+// q8_0 quantization (quant.cpp's quant_q8_0, byte for byte): the scale from the largest magnitude (NaN
+// skipped, as std::max skips it), codes x / d rounded to nearest even and clamped to -127..127 (NaN to
+// -127), eight lanes at a time.
+MINFER_AVX2 void quant_q8_0_avx2(const float* x, void* dst, int64_t nb) {
+    BlockQ8_0* b = static_cast<BlockQ8_0*>(dst);
+    const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i lo_i = _mm256_set1_epi32(-127), hi_i = _mm256_set1_epi32(127), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t i = 0; i < nb; ++i, x += QK, ++b) {
+        __m256 v[4], m = _mm256_setzero_ps();
+        for (int k = 0; k < 4; ++k) {
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);  // a NaN lane keeps m's
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+        const float amax = _mm_cvtss_f32(m4);
+        const uint16_t d16 = f32_to_f16(std::clamp(amax / 127.0f, -65504.0f, 65504.0f));
+        const float d = f16_to_f32(d16);
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        __m256i r[4];
+        for (int k = 0; k < 4; ++k) {
+            const __m256 q = _mm256_mul_ps(v[k], id);
+            __m256i c = _mm256_cvtps_epi32(q);
+            c = _mm256_blendv_epi8(lo_i, c, _mm256_castps_si256(_mm256_cmp_ps(q, lo, _CMP_GT_OQ)));
+            r[k] = _mm256_blendv_epi8(c, hi_i, _mm256_castps_si256(_mm256_cmp_ps(q, hi, _CMP_GT_OQ)));
+        }
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(b->qs), _mm256_permutevar8x32_epi32(p, order));
+        b->d = d16;
+    }
+}
+
+QuantRowFn avx2_quant_q8_0() { return quant_q8_0_avx2; }
+
 VecDotFn avx2_vec_dot(Type weight) {
     switch (weight) {
         case Type::F32: return dot_f32;
@@ -547,6 +584,7 @@ namespace minfer::quant::detail {
 VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
+QuantRowFn avx2_quant_q8_0() { return nullptr; }
 }  // namespace minfer::quant::detail
 
 #endif
