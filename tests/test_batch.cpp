@@ -271,8 +271,12 @@ TEST_SUITE("batch") {
         REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q4_0", rng()) == MINFER_OK);
         minfer_model* m = open_cpu(path);
         const int vocab = minfer_model_n_vocab(m);
-        const std::vector<int32_t> long_prompt = random_prompt(100, vocab, rng), p2 = random_prompt(7, vocab, rng),
-                                   p3 = random_prompt(9, vocab, rng);
+        const std::vector<int32_t> long_prompt = random_prompt(100, vocab, rng), p3 = random_prompt(9, vocab, rng);
+        // The sequence cancelled mid-decode must still be decoding then (a random tiny model may pick an
+        // end-of-generation token at once): a prompt whose greedy continuation runs at least 10 tokens.
+        std::vector<int32_t> p2 = random_prompt(7, vocab, rng);
+        for (int i = 0; i < 100 && run_alone(m, p2, 10, nullptr).tokens.size() < 10; ++i) p2 = random_prompt(7, vocab, rng);
+        REQUIRE(run_alone(m, p2, 10, nullptr).tokens.size() == 10);
         const Alone keep = run_alone(m, p3, 20, nullptr);
         minfer_batch* b = make_batch(m, 3, 16);
         std::map<uint64_t, Seen> seen;

@@ -33,7 +33,7 @@ public:
         if (!pool_ || pool_->size() != want) {
             pool_.reset();
             pool_ = std::make_unique<ThreadPool>(want);
-            scores_.assign(static_cast<size_t>(want) * n_ctx_, 0.0f);
+            scores_.assign(static_cast<size_t>(want) * static_cast<size_t>(c_.n_head / c_.n_head_kv) * n_ctx_, 0.0f);
         }
     }
 
@@ -164,25 +164,46 @@ public:
         auto vrow = [&](int j) { return vl + engine::kv_row(pages, j) * kv_dim_; };
         const quant::VecDotFn dot = quant::vec_dot_fn(quant::Type::F32);
         const quant::AxpyFn axpy = quant::axpy_fn();
-        pool_->parallel_for(int64_t{n} * n_head, [&](int64_t task, int thread) {
-            const int t = static_cast<int>(task / n_head), h = static_cast<int>(task % n_head);
-            const int kvh = h / group, last = pos0 + t;  // attends to positions 0 .. last
-            const float* qv = q.data + t * q_dim + static_cast<size_t>(h) * hd;
-            float* sc = scores_.data() + static_cast<size_t>(thread) * n_ctx_;
-            float mx = -std::numeric_limits<float>::infinity();
+        // A task is one token and `heads` consecutive query heads of one KV head: every head's scores,
+        // softmax and weighted sum are computed exactly as alone (the same operations in the same order),
+        // but each K and V row is read once for the heads (from cache, not once per head from memory).
+        // Several tokens: all heads of a KV group per task; one token: a head per task (the parallelism).
+        constexpr int kMaxGroup = 64;
+        const int heads = n > 1 && group <= kMaxGroup ? group : 1;
+        pool_->parallel_for(int64_t{n} * (n_head / heads), [&](int64_t task, int thread) {
+            const int t = static_cast<int>(task / (n_head / heads)), h0 = static_cast<int>(task % (n_head / heads)) * heads;
+            const int kvh = h0 / group, last = pos0 + t;  // attends to positions 0 .. last
+            const size_t kv_off = static_cast<size_t>(kvh) * hd;
+            const float* qv = q.data + t * q_dim + static_cast<size_t>(h0) * hd;  // head h0 + i at qv + i * hd
+            float* sc = scores_.data() + static_cast<size_t>(thread) * static_cast<size_t>(group) * n_ctx_;  // head i's at sc + i * n_ctx_
+            float mx[kMaxGroup];
+            for (int i = 0; i < heads; ++i) mx[i] = -std::numeric_limits<float>::infinity();
             for (int j = 0; j <= last; ++j) {
-                sc[j] = dot(hd, krow(j) + static_cast<size_t>(kvh) * hd, qv) * scale;
-                mx = std::max(mx, sc[j]);
+                const float* kr = krow(j) + kv_off;
+                for (int i = 0; i < heads; ++i) {
+                    float& v = sc[static_cast<size_t>(i) * n_ctx_ + j];
+                    v = dot(hd, kr, qv + static_cast<size_t>(i) * hd) * scale;
+                    mx[i] = std::max(mx[i], v);
+                }
             }
-            double sum = 0;
+            float inv[kMaxGroup];
+            for (int i = 0; i < heads; ++i) {
+                float* si = sc + static_cast<size_t>(i) * n_ctx_;
+                double sum = 0;
+                for (int j = 0; j <= last; ++j) {
+                    si[j] = std::exp(si[j] - mx[i]);
+                    sum += si[j];
+                }
+                inv[i] = static_cast<float>(1.0 / sum);
+                float* o = out.data + t * q_dim + static_cast<size_t>(h0 + i) * hd;
+                std::fill(o, o + hd, 0.0f);
+            }
+            float* o = out.data + t * q_dim + static_cast<size_t>(h0) * hd;
             for (int j = 0; j <= last; ++j) {
-                sc[j] = std::exp(sc[j] - mx);
-                sum += sc[j];
+                const float* vr = vrow(j) + kv_off;
+                for (int i = 0; i < heads; ++i)
+                    axpy(hd, sc[static_cast<size_t>(i) * n_ctx_ + j] * inv[i], vr, o + static_cast<size_t>(i) * hd);
             }
-            const float inv = static_cast<float>(1.0 / sum);
-            float* o = out.data + t * q_dim + static_cast<size_t>(h) * hd;
-            std::fill(o, o + hd, 0.0f);
-            for (int j = 0; j <= last; ++j) axpy(hd, sc[j] * inv, vrow(j) + static_cast<size_t>(kvh) * hd, o);
         });
     }
 
