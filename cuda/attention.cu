@@ -419,13 +419,11 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     check(launch_pdl(attn_decode_kernel<P, HW>, grid, dim3(kDecodeThreads), 0, stream, q, kc, vc, part, out, L, group,
                      n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv),
           "attention (decode)");
-    check_launch("attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
         check(launch_pdl(attn_combine_kernel, dim3(n_head, rows), dim3(kCombineThreads), weight_bytes, stream, part, out, sp.n_split,
                          64 * P, pos_dev),
               "attention (combine)");
-        check_launch("attention (combine)");
     }
 }
 

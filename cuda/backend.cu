@@ -17,6 +17,7 @@
 #include "cuda/common.cuh"
 #include "cuda/cublas.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/matvec_impl.cuh"  // mv::xq_value
 #include "cuda/model.cuh"
 #include "device/cuda_backend.h"
 #include "options/options.h"
@@ -494,12 +495,7 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     check(cudaMemcpy(q.data(), dq.as<void>(), q.size(), cudaMemcpyDeviceToHost), "download xq");
     if (x_used) {
         x_used->resize(static_cast<size_t>(cols));
-        for (int64_t c = 0; c < cols; ++c) {
-            float d;
-            std::memcpy(&d, &q[static_cast<size_t>(2 * cols + c / 32 * 16)], 4);
-            const int hi = static_cast<int8_t>(q[static_cast<size_t>(c)]), lo = static_cast<int8_t>(q[static_cast<size_t>(cols + c)]);
-            (*x_used)[static_cast<size_t>(c)] = static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
-        }
+        for (int64_t c = 0; c < cols; ++c) (*x_used)[static_cast<size_t>(c)] = cuda::mv::xq_value(q.data(), cols, c);
     }
     return out;
 }

@@ -381,7 +381,6 @@ void embed_rows(Type t, const void* table, int64_t cols, const int32_t* tokens, 
               "embed");
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA embedding: tensor type %d", static_cast<int>(t));
-    check_launch("embed");
 }
 
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
@@ -423,7 +422,6 @@ void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, 
         check(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, dim, w, eps, out, out16),
               "rms_norm");
     }
-    check_launch("rms_norm");
 }
 
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream) {
@@ -453,14 +451,12 @@ void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int
     check(launch_pdl(qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, q, k, v, n, n_head, n_head_kv, head_dim, bq,
                      bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv),
           "qkv_finish");
-    check_launch("qkv_finish");
 }
 
 void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream) {
     if (n <= 0) return;
     check(launch_pdl(gather_rows_kernel, dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), dim3(256), 0, stream, x, rows, dim, out),
           "gather_rows");
-    check_launch("gather_rows");
 }
 
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {

@@ -244,7 +244,6 @@ void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStr
         fail(MINFER_ERR_INTERNAL, "quantize_x: %lld columns (a multiple of 32) and 16-byte aligned buffers", static_cast<long long>(cols));
     check(launch_pdl(quantize_x_kernel, dim3(blocks_for(cols / 4, 256)), dim3(256), 0, stream, x, up, cols, static_cast<uint8_t*>(xq)),
           "quantize_x");
-    check_launch("quantize_x");
 }
 
 void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 #include "cuda/matvec_ptx.cuh"
@@ -556,6 +557,13 @@ template <> struct Mv<Type::Q8_0> : MvLegacy<Type::Q8_0> {
 // columns of their a0 then a2), the others pass zeros. About 1 to 2 issue slots per weight, against
 // 3 for the f16 family.
 __host__ __device__ constexpr int64_t xq_bytes(int64_t cols) { return 2 * cols + cols / 32 * 16; }
+// Column c of the input as the int8 kernels see it, d (256 hi + lo), read from xq's bytes on the host.
+inline float xq_value(const uint8_t* xq, int64_t cols, int64_t c) {
+    float d;
+    std::memcpy(&d, xq + 2 * cols + c / 32 * 16, sizeof d);
+    const int hi = static_cast<int8_t>(xq[c]), lo = static_cast<int8_t>(xq[cols + c]);
+    return static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
+}
 
 // Quantizes groups of 8 lanes x 4 consecutive values (v at column c0 = 4 * (the lane's float4 index),
 // so each group covers one 32-column block) into xq. Every lane of the warp calls it (shuffles); `valid`

@@ -70,7 +70,6 @@ void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long*
     check(cudaMemsetAsync(keys, 0, static_cast<size_t>(rows) * sizeof(unsigned long long), stream), "argmax reset");
     const dim3 grid(blocks_for(n_vocab, kThreads * kPerThread), static_cast<unsigned>(rows));
     check(launch_pdl(argmax_kernel, grid, dim3(kThreads), 0, stream, logits, n_vocab, keys), "argmax");
-    check_launch("argmax");
 }
 
 int32_t argmax_token(unsigned long long key) {

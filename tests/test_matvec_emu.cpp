@@ -173,12 +173,7 @@ std::vector<uint8_t> quantize(const std::vector<float>& x, const Config& cfg) {
 // x as the int8 kernels see it: d (256 hi + lo) per column.
 std::vector<float> dequantize(const std::vector<uint8_t>& xq, int64_t cols) {
     std::vector<float> x(static_cast<size_t>(cols));
-    for (int64_t c = 0; c < cols; ++c) {
-        float d;
-        std::memcpy(&d, &xq[static_cast<size_t>(2 * cols + c / 32 * 16)], 4);
-        const int hi = static_cast<int8_t>(xq[static_cast<size_t>(c)]), lo = static_cast<int8_t>(xq[static_cast<size_t>(cols + c)]);
-        x[static_cast<size_t>(c)] = static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
-    }
+    for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(c)] = mv::xq_value(xq.data(), cols, c);
     return x;
 }
 

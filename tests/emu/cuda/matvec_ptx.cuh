@@ -340,15 +340,21 @@ inline uint32_t pack_f16x2(float lo, float hi) {  // rounds (the x split expects
     return minfer::quant::f32_to_f16(lo) | uint32_t(minfer::quant::f32_to_f16(hi)) << 16;
 }
 
-// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, fragments as the PTX ISA lays them out.
-inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
-    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+// An MMA's A and B registers of the calling lane, into the warp's exchange slots; returns the lane.
+inline int put_fragments(mv_emu::Warp& w, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
     const int l = mv_emu::lane();
     w.a[l][0] = a0;
     w.a[l][1] = a1;
     w.a[l][2] = a2;
     w.a[l][3] = a3;
     w.b[l] = b;
+    return l;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, fragments as the PTX ISA lays them out.
+inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = put_fragments(w, a0, a1, a2, a3, b);
     for (int i = 0; i < 4; ++i) w.c[l][i] = d[i];
     mv_emu::sync_warp();
     if (l == 0) {
@@ -385,12 +391,7 @@ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
 template <bool kSignedA>
 inline void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint2 b) {
     auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
-    const int l = mv_emu::lane();
-    w.a[l][0] = a0;
-    w.a[l][1] = a1;
-    w.a[l][2] = a2;
-    w.a[l][3] = a3;
-    w.b[l] = b;
+    const int l = put_fragments(w, a0, a1, a2, a3, b);
     for (int i = 0; i < 4; ++i) w.ic[l][i] = d[i];
     mv_emu::sync_warp();
     if (l == 0) {
