@@ -474,28 +474,31 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
 }
 
 std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
-                                    const std::vector<float>& x, std::vector<float>* x_used) {
+                                    const std::vector<float>& x, std::vector<float>* x_used, int ncols) {
     cuda::Stream stream;
     const auto t = static_cast<quant::Type>(type);
     const auto xq_bytes = static_cast<uint64_t>(cuda::matvec_xq_bytes(cols));
-    DeviceMemory dw(n_bytes, nullptr, "W"), dx(x.size() * 4, nullptr, "x"), dy(static_cast<uint64_t>(rows) * 4, nullptr, "y"),
-        dq(xq_bytes, nullptr, "xq");
+    if (x.size() != static_cast<size_t>(cols * ncols)) fail(MINFER_ERR_INTERNAL, "cuda_matvec_int8: x is not ncols x cols");
+    DeviceMemory dw(n_bytes, nullptr, "W"), dx(x.size() * 4, nullptr, "x"), dy(static_cast<uint64_t>(rows * ncols) * 4, nullptr, "y"),
+        dq(xq_bytes * static_cast<uint64_t>(ncols), nullptr, "xq");
     check(cudaMemcpy(dw.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "upload W");
     check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");
     check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
-    cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get());
+    cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get(), ncols);
     const void* w = dw.as<void>();
     float* y = dy.as<float>();
-    cuda::matvec_xq(t, 1, &w, &rows, cols, dq.as<void>(), &y, stream.get());
+    cuda::matvec_xq(t, 1, &w, &rows, cols, dq.as<void>(), &y, stream.get(), false, ncols);
     stream.sync("matvec_xq");
-    std::vector<float> out(static_cast<size_t>(rows));
+    std::vector<float> out(static_cast<size_t>(rows * ncols));
     check(cudaMemcpy(out.data(), dy.as<void>(), out.size() * 4, cudaMemcpyDeviceToHost), "download y");
-    std::vector<uint8_t> q(xq_bytes);
+    std::vector<uint8_t> q(dq.bytes());
     check(cudaMemcpy(q.data(), dq.as<void>(), q.size(), cudaMemcpyDeviceToHost), "download xq");
     if (x_used) {
-        x_used->resize(static_cast<size_t>(cols));
-        for (int64_t c = 0; c < cols; ++c) (*x_used)[static_cast<size_t>(c)] = cuda::mv::xq_value(q.data(), cols, c);
+        x_used->resize(x.size());
+        for (int j = 0; j < ncols; ++j)
+            for (int64_t c = 0; c < cols; ++c)
+                (*x_used)[static_cast<size_t>(j * cols + c)] = cuda::mv::xq_value(q.data(), cols, c, j, ncols);
     }
     return out;
 }

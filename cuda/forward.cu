@@ -12,7 +12,10 @@
 // another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
 // launches per layer for quantized weights (norm, qkv, qkv_finish, attention and its combine, output
 // projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
-// engine/forward.cpp over cuda/backend.cu's Ops. The rows asked for get the final RMSNorm,
+// engine/forward.cpp over cuda/backend.cu's Ops. A chunk of 2 to 8 tokens (a decode step of a few
+// sequences, a short prompt) takes the same launches with the int8 mat-vec over several inputs where the
+// weights have the int8 path (each weight read once for all the tokens, cuda/matvec_impl.cuh); longer
+// chunks take the GEMMs (the f16 weight cache, or dequantization per call). The rows asked for get the final RMSNorm,
 // the output projection and the argmax on the GPU; the host receives 8 bytes per row and copies logits
 // only when asked.
 //
@@ -112,8 +115,8 @@ public:
         io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
         if (int8_) {
             const int64_t widest = std::max({int64_t{c.n_embd}, q_dim_, int64_t{c.n_ff}});
-            xq_ = DeviceMemory(static_cast<uint64_t>(cuda::matvec_xq_bytes((widest + 31) / 32 * 32)), &m_->scratch_bytes,
-                               "int8 mat-vec input");
+            xq_ = DeviceMemory(static_cast<uint64_t>(cuda::kMatvecMaxCols * cuda::matvec_xq_bytes((widest + 31) / 32 * 32)),
+                               &m_->scratch_bytes, "int8 mat-vec input");
         }
         keys_ = DeviceMemory(static_cast<uint64_t>(shape.max_out) * sizeof(unsigned long long), &m_->scratch_bytes, "argmax keys");
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
@@ -366,17 +369,21 @@ private:
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>();
         float *att = att_.as<float>(), *gate = gate_.as<float>(), *up = up_.as<float>();
         const bool single = n == 1;
+        // A few tokens (a decode step of several sequences, a short prompt): the int8 mat-vecs take them all
+        // in one read of each weight, where the weights allow; the GEMMs take the rest.
+        const bool few = n > 1 && n <= cuda::kMatvecMaxCols;
         // same_input: `in` is the previous matmul's input (its f16 copy is reused).
         auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate_single, bool same_input = false) {
             if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate_single);
             else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input);
         };
-        // The int8 mat-vec for w (one token): its input is xq, written by the RMSNorm or quantize_x before it.
+        // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
+        // before it (a vector per token).
         void* xq = xq_.as<void>();
         auto i8w = [&](const Mat& w) { return int8_ && cuda::matvec_int8_supported(w.type) && w.cols % 32 == 0; };
-        auto i8 = [&](const Mat& w) { return single && i8w(w); };
+        auto i8 = [&](const Mat& w) { return (single || few) && i8w(w); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
-        // width share a launch.
+        // width share a launch. Several tokens: only int8 weights (xq holds n vectors).
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
             const Mat* const* wm = ws.begin();
             float* const* ym = ys.begin();
@@ -387,7 +394,7 @@ private:
                 const void* w[3];
                 int64_t r[3];
                 for (int e = i; e < j; ++e) w[e - i] = wm[e]->w, r[e - i] = wm[e]->rows;
-                if (i8(*wm[i])) cuda::matvec_xq(wm[i]->type, j - i, w, r, wm[i]->cols, xq, ym + i, s());
+                if (i8(*wm[i])) cuda::matvec_xq(wm[i]->type, j - i, w, r, wm[i]->cols, xq, ym + i, s(), false, n);
                 else cuda::matvec_multi(wm[i]->type, j - i, w, r, wm[i]->cols, in, ym + i, s());
                 i = j;
             }
@@ -404,10 +411,12 @@ private:
             __half* kc = k_cache_.as<__half>() + at;
             __half* vc = v_cache_.as<__half>() + at;
 
-            // Several tokens: the norm also writes the f16 copy the GEMMs read; one: the int8 copy if wanted.
-            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           i8(L.wq) || i8(L.wk) || i8(L.wv) ? xq : nullptr);
-            if (single) {
+            // Many tokens: the norm also writes the f16 copy the GEMMs read; one: the int8 copy if wanted; a
+            // few: the int8 copies when every weight of the group has the int8 path, else the f16 copy.
+            const bool qkv_few = few && i8(L.wq) && i8(L.wk) && i8(L.wv);
+            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single || qkv_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
+                           (single && (i8(L.wq) || i8(L.wk) || i8(L.wv))) || qkv_few ? xq : nullptr);
+            if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
                 matmul(L.wq, xb, q, false, true);
@@ -435,9 +444,9 @@ private:
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map);
                 r = e;
             }
-            if (single && i8(L.wo)) {
-                cuda::quantize_x(att, nullptr, q_dim_, xq, s());
-                cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true);  // x += Wo att
+            if (i8(L.wo)) {
+                cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
+                cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
             } else if (single) {
                 matmul(L.wo, att, x, true);  // x += Wo att
             } else {
@@ -445,8 +454,9 @@ private:
                 cuda::add(x, xb, nd, s());
             }
 
-            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           i8(L.gate) || i8(L.up) ? xq : nullptr);
+            const bool gate_up_few = few && i8(L.gate) && i8(L.up);
+            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single || gate_up_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
+                           (single && (i8(L.gate) || i8(L.up))) || gate_up_few ? xq : nullptr);
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
@@ -456,28 +466,40 @@ private:
                     cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
                 }
             } else {
-                matmul(L.gate, xb, gate, false, true);
-                matmul(L.up, xb, up, false, true);
-                cuda::swiglu_f16(gate, up, gemm_->input16(gate, n, c.n_ff), int64_t{n} * c.n_ff, s());
-                matmul(L.down, gate, xb, false, true);
-                cuda::add(x, xb, nd, s());
+                if (gate_up_few) {
+                    joint({&L.gate, &L.up}, {gate, up}, xb);
+                } else {
+                    matmul(L.gate, xb, gate, false, true);
+                    matmul(L.up, xb, up, false, true);
+                }
+                if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized per token
+                    cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);
+                    cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
+                } else {
+                    cuda::swiglu_f16(gate, up, gemm_->input16(gate, n, c.n_ff), int64_t{n} * c.n_ff, s());
+                    matmul(L.down, gate, xb, false, true);
+                    cuda::add(x, xb, nd, s());
+                }
             }
         }
-        // The rows asked for, gathered and normed, through the output projection: one GEMM for several
-        // rows when the weight is f16 or in the f16 cache, else a mat-vec per row.
+        // The rows asked for, gathered and normed, through the output projection: the int8 mat-vec for up
+        // to kMatvecMaxCols rows where the weight has it, else one GEMM for several rows when the weight is
+        // f16 or in the f16 cache, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
+        const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_);
         if (n_rows > 0) {
             cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
-            cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, n_rows == 1 && i8w(output_) ? xq : nullptr);
+            cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, out8 ? xq : nullptr);
         }
         float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
-        if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
+        if (out8) {
+            cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &logits, s(), false, n_rows);
+        } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
         } else {
             for (int i = 0; i < n_rows; ++i) {
                 float* out = logits + static_cast<size_t>(i) * c.n_vocab;
-                if (n_rows == 1 && i8w(output_)) cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &out, s());
-                else cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd, out, s());
+                cuda::matvec(output_.type, output_.w, output_.rows, output_.cols, xb + int64_t{i} * c.n_embd, out, s());
             }
         }
     }

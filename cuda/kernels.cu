@@ -223,7 +223,7 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int 
                 h[1] = __halves2half2(__float2half_rn(y.z), __float2half_rn(y.w));
             }
         }
-        if (xq) mv::xq_put4(y, 4 * int64_t{i}, dim, xq, i < n4);  // the whole block (warp-uniform branch)
+        if (xq) mv::xq_put4(y, 4 * int64_t{i}, dim, xq, i < n4, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));  // warp-uniform
     }
 }
 
@@ -409,8 +409,8 @@ void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, 
               void* xq) {
     const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out) |
                           reinterpret_cast<uintptr_t>(out16) | reinterpret_cast<uintptr_t>(xq)) % 16 == 0;
-    if (xq && (rows != 1 || dim % 32 != 0 || !aligned || dim > kRmsVec * 4 * 1024))
-        fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs one aligned row of a multiple of 32 (%d)", dim);
+    if (xq && (dim % 32 != 0 || !aligned || dim > kRmsVec * 4 * 1024))
+        fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs aligned rows of a multiple of 32 (%d)", dim);
     if (aligned && dim % 4 == 0 && dim <= kRmsVec * 4 * 1024) {
         const int per = kRmsVec * 4;  // elements per thread at most
         const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);

@@ -60,12 +60,18 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // xq output, and every matrix that multiplies it reads xq: two int8 digits per value (about 15 bits,
 // cuda/matvec_impl.cuh) and integer tensor-core products, an error of about 1e-5 of the largest input
 // value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
+//
+// Several inputs (a few tokens: ncols of them, up to kMatvecMaxCols) take ncols * matvec_xq_bytes(cols)
+// bytes in a block-interleaved layout (cuda/matvec_impl.cuh, xq_slot) that quantize_x and rms_norm write
+// for `rows` > 1 rows; every weight is then read once for all of them, and y[i] is [ncols][rows[i]],
+// token-major as the GEMMs write it.
+constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 bool matvec_int8_supported(quant::Type t);
 int64_t matvec_xq_bytes(int64_t cols);
-void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream);
-// As matvec_multi, the input being xq.
+void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);
+// As matvec_multi, the input being xq (ncols vectors).
 void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
-               cudaStream_t stream, bool accumulate = false);
+               cudaStream_t stream, bool accumulate = false, int ncols = 1);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,
@@ -80,7 +86,8 @@ void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, c
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream);
 
 // out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives). xq
-// (optional; one row, dim a multiple of 32): also writes the result quantized as quantize_x would.
+// (optional; dim a multiple of 32): also writes each row quantized as quantize_x would (matvec_xq_bytes(dim)
+// bytes per row).
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
               __half* out16 = nullptr, void* xq = nullptr);
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);

@@ -13,7 +13,8 @@
 //    weight (about 3 for 2-bit data), overheads included. Design, tiling and costs: cuda/matvec_impl.cuh.
 //  * the int8 family (q4_0, q8_0, q4_K, q6_K, through matvec_xq): the same kernel skeleton with the input
 //    quantized once (quantize_x, or the RMSNorm before it) as two int8 digits per value and the stored
-//    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input.
+//    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input;
+//    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
@@ -84,14 +85,14 @@ void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float
 }
 
 // CTAs of the MMA kernel per SM with the largest partials: sets the kernel's shared-memory limit once.
-template <Type T, bool kI8>
+template <Type T, bool kI8, int kN>
 int mma_blocks_per_sm() {
     static const int occupancy = [] {
-        constexpr int smem = mma_smem_bytes<T, kI8>(kMaxTilesPerCta);
-        check(cudaFuncSetAttribute(matvec_mma_kernel<T, kI8>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        constexpr int smem = mma_smem_bytes<T, kI8, kN>(kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta);
+        check(cudaFuncSetAttribute(matvec_mma_kernel<T, kI8, kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
               "mat-vec shared memory limit");
         int n = 0;
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T, kI8>, kThreads, smem), "mat-vec occupancy");
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T, kI8, kN>, kThreads, smem), "mat-vec occupancy");
         return std::max(n, 1);
     }();
     return occupancy;
@@ -108,18 +109,18 @@ int sm_count() {
     return n;
 }
 
-// kI8: the int8 family on xq; otherwise x (and x_up).
-template <Type T, bool kI8 = false>
+// kI8: the int8 family on xq (kN > 1: ncols inputs); otherwise x (and x_up).
+template <Type T, bool kI8 = false, int kN = 1>
 void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, const uint8_t* xq, cudaStream_t stream,
-                bool accumulate) {
+                bool accumulate, int ncols = 1) {
     const int64_t rows = seg.end[seg.n - 1];
-    const int per_sm = mma_blocks_per_sm<T, kI8>();
-    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count());
+    const int per_sm = mma_blocks_per_sm<T, kI8, kN>();
+    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count(), kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta);
     // A programmatic dependent (cuda/pdl.cuh): its CTAs may start while the kernel before it (RMSNorm,
     // quantize_x) finishes, and fetch their first weights before pdl_wait.
-    check(launch_pdl(matvec_mma_kernel<T, kI8>, dim3(static_cast<unsigned>(g.grid)), dim3(kThreads),
-                     static_cast<size_t>(mma_smem_bytes<T, kI8>(g.maxk)), stream, seg, x, x_up, xq, static_cast<int>(cols),
-                     row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate),
+    check(launch_pdl(matvec_mma_kernel<T, kI8, kN>, dim3(static_cast<unsigned>(g.grid)), dim3(kThreads),
+                     static_cast<size_t>(mma_smem_bytes<T, kI8, kN>(g.maxk)), stream, seg, x, x_up, xq, static_cast<int>(cols),
+                     row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate, ncols),
           "matvec");
 }
 
@@ -135,10 +136,13 @@ void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_
 namespace {
 
 // x_up (the MMA family only): the input is silu(x) * x_up, formed in the kernel. xq (the int8 family
-// only, x and x_up then unused): the input quantized by quantize_x.
+// only, x and x_up then unused): the input quantized by quantize_x, ncols (1 to kMatvecMaxCols) vectors
+// of matvec_xq_bytes(cols) bytes, y[i] then [ncols][rows[i]].
 void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const float* x, const float* x_up,
-                 const uint8_t* xq, float* const* y, cudaStream_t stream, bool accumulate) {
+                 const uint8_t* xq, float* const* y, cudaStream_t stream, bool accumulate, int ncols = 1) {
     if (n < 1 || n > 3) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %d matrices in one launch", n);
+    if (ncols < 1 || ncols > kMatvecMaxCols || (ncols > 1 && !xq))
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %d input columns (1 to %d, several only on the quantized input)", ncols, kMatvecMaxCols);
     if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0 ||
         cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
@@ -179,7 +183,8 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             const Segments seg = segments(i, i1);
             if (seg.end[seg.n - 1] > 0) {
                 if constexpr (kInt8Family<T>) {
-                    if (xq) launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
+                    if (xq && ncols > 1) launch_mma<T, true, kColsN>(seg, cols, nullptr, nullptr, xq, stream, accumulate, ncols);
+                    else if (xq) launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
@@ -221,9 +226,12 @@ bool matvec_int8_supported(Type t) {
 int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
 
 namespace {
+// Row blockIdx.y of x (and up) of gridDim.y rows into xq (several rows: block-interleaved, xq_slot).
 __global__ void quantize_x_kernel(const float* __restrict__ x, const float* __restrict__ up, int64_t cols, uint8_t* xq) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
+    x += blockIdx.y * cols;
+    if (up) up += blockIdx.y * cols;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // float4 index
     const bool valid = 4 * i < cols;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -234,22 +242,23 @@ __global__ void quantize_x_kernel(const float* __restrict__ x, const float* __re
             v = make_float4(silu_mul(v.x, u.x), silu_mul(v.y, u.y), silu_mul(v.z, u.z), silu_mul(v.w, u.w));
         }
     }
-    xq_put4(v, 4 * i, cols, xq, valid);
+    xq_put4(v, 4 * i, cols, xq, valid, static_cast<int>(blockIdx.y), static_cast<int>(gridDim.y));
 }
 }  // namespace
 
-void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream) {
-    if (cols <= 0) return;
+void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows) {
+    if (cols <= 0 || rows <= 0) return;
     if (cols % 32 != 0 || (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0)
         fail(MINFER_ERR_INTERNAL, "quantize_x: %lld columns (a multiple of 32) and 16-byte aligned buffers", static_cast<long long>(cols));
-    check(launch_pdl(quantize_x_kernel, dim3(blocks_for(cols / 4, 256)), dim3(256), 0, stream, x, up, cols, static_cast<uint8_t*>(xq)),
+    check(launch_pdl(quantize_x_kernel, dim3(blocks_for(cols / 4, 256), static_cast<unsigned>(rows)), dim3(256), 0, stream, x, up, cols,
+                     static_cast<uint8_t*>(xq)),
           "quantize_x");
 }
 
 void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
-               cudaStream_t stream, bool accumulate) {
+               cudaStream_t stream, bool accumulate, int ncols) {
     if (!xq) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no quantized input");
-    matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate);
+    matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate, ncols);
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

@@ -557,18 +557,34 @@ template <> struct Mv<Type::Q8_0> : MvLegacy<Type::Q8_0> {
 // columns of their a0 then a2), the others pass zeros. About 1 to 2 issue slots per weight, against
 // 3 for the f16 family.
 __host__ __device__ constexpr int64_t xq_bytes(int64_t cols) { return 2 * cols + cols / 32 * 16; }
-// Column c of the input as the int8 kernels see it, d (256 hi + lo), read from xq's bytes on the host.
-inline float xq_value(const uint8_t* xq, int64_t cols, int64_t c) {
+// Several rows (the inputs of a few tokens, read together by the kernels over several columns below) are
+// stored block-interleaved instead, so that the eight columns an MMA reads lie side by side: nrows *
+// xq_bytes(cols) bytes, first per 32-column block b and row r (index b * nrows + r) 64 bytes of digits,
+// four 16-byte chunks of 8 hi digits then the same 8 lo digits (columns 32b + 8i .. +7 in chunk i), then
+// per (b, r) the 16-byte record.
+struct XqSlot {
+    int64_t hi, lo, rec;  // byte offsets of the hi and lo digits of columns c0 .. c0+3, and of their block's record
+};
+__host__ __device__ inline XqSlot xq_slot(int64_t c0, int64_t cols, int row, int nrows) {
+    if (nrows == 1) return {c0, cols + c0, 2 * cols + c0 / 32 * 16};
+    const int64_t bc = c0 / 32 * nrows + row;
+    const int64_t e = bc * 64 + (c0 & 31) / 8 * 16 + (c0 & 7);
+    return {e, e + 8, 2 * cols * nrows + bc * 16};
+}
+// Column c of row `row` of the input as the int8 kernels see it, d (256 hi + lo), read from xq's bytes on
+// the host.
+inline float xq_value(const uint8_t* xq, int64_t cols, int64_t c, int row = 0, int nrows = 1) {
+    const XqSlot at = xq_slot(c & ~int64_t{3}, cols, row, nrows);
     float d;
-    std::memcpy(&d, xq + 2 * cols + c / 32 * 16, sizeof d);
-    const int hi = static_cast<int8_t>(xq[c]), lo = static_cast<int8_t>(xq[cols + c]);
+    std::memcpy(&d, xq + at.rec, sizeof d);
+    const int hi = static_cast<int8_t>(xq[at.hi + (c & 3)]), lo = static_cast<int8_t>(xq[at.lo + (c & 3)]);
     return static_cast<float>(static_cast<double>(d) * (256.0 * hi + lo));
 }
 
 // Quantizes groups of 8 lanes x 4 consecutive values (v at column c0 = 4 * (the lane's float4 index),
-// so each group covers one 32-column block) into xq. Every lane of the warp calls it (shuffles); `valid`
-// (the same for a whole group) false writes nothing.
-__device__ __forceinline__ void xq_put4(float4 v, int64_t c0, int64_t cols, uint8_t* xq, bool valid) {
+// so each group covers one 32-column block) of row `row` of nrows into xq. Every lane of the warp calls
+// it (shuffles); `valid` (the same for a whole group) false writes nothing.
+__device__ __forceinline__ void xq_put4(float4 v, int64_t c0, int64_t cols, uint8_t* xq, bool valid, int row = 0, int nrows = 1) {
     float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
     am = fmaxf(am, __shfl_xor_sync(kFull, am, 1));
     am = fmaxf(am, __shfl_xor_sync(kFull, am, 2));
@@ -597,15 +613,16 @@ __device__ __forceinline__ void xq_put4(float4 v, int64_t c0, int64_t cols, uint
     s += __shfl_xor_sync(kFull, s, 2);  // the 16-column half's sum in each of its four lanes
     const int s_next = __shfl_xor_sync(kFull, s, 4);
     if (!valid) return;
-    *reinterpret_cast<uint32_t*>(xq + c0) = hi;
-    *reinterpret_cast<uint32_t*>(xq + cols + c0) = lo;
+    const XqSlot at = xq_slot(c0, cols, row, nrows);
+    *reinterpret_cast<uint32_t*>(xq + at.hi) = hi;
+    *reinterpret_cast<uint32_t*>(xq + at.lo) = lo;
     if ((c0 & 31) == 0) {
         int4 rec;
         rec.x = __float_as_int(am * (1.0f / 32512.0f));
         rec.y = s;
         rec.z = s_next;
         rec.w = 0;
-        reinterpret_cast<int4*>(xq + 2 * cols)[c0 / 32] = rec;
+        *reinterpret_cast<int4*>(xq + at.rec) = rec;
     }
 }
 
@@ -766,6 +783,189 @@ template <> struct Mv8<Type::Q4_K> {
 template <> struct Mv8<Type::Q6_K> {
     __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q6k(c, y0, y1); }
 };
+// ---- the int8 family over several input columns (a few tokens at once) ------------------------------------
+//
+// The same items and ring, but B holds real columns: MMA column n is input column n (lane (g, t) loads
+// column g's digits of its k-slots, hi and lo for two MMAs), so D[row][n] is a block's dot product of one
+// row and one column, and lane (g, t) keeps y of rows g, g + 8 and columns 2t, 2t + 1. Lane t's k-slots of an MMA are the elements 8t .. 8t+7 of one 32-column block,
+// whose digits are one 16-byte chunk of the block-interleaved input (xq_slot): a warp's B load reads 8
+// columns x 64 contiguous bytes. Every MMA's sums lie in one scale block of both operands (a legacy
+// block, a q4_K sub-block; q6_K's 16-column sub-blocks get an MMA pair each, the other half's B zeroed).
+// The weight codes are unpacked once per item for every column. (Two groups of 8 columns, 16 inputs,
+// measured 2.2 times slower per launch than one group on the H200, 128 registers and fewer CTAs per SM:
+// more tokens go to the GEMMs.)
+//
+// Input: ncols (2 .. 8) rows of the block-interleaved layout; columns past ncols read the last one (their
+// results are never stored). Output y[col * rows + row] (token-major, as the GEMMs write it).
+constexpr int kColsN = 8;
+struct ItemN {
+    uint32_t o0, o1;     // shared offsets of the k-tile bytes of rows g and g + 8
+    const uint8_t* dig;  // digits of the k-tile's first block, input column 0
+    const uint8_t* rec;  // record of the k-tile's first block, input column 0
+    int ncols, t, nb;
+};
+// Byte offsets of this lane's B chunk (column g, its k-slots) and of its D columns 2t, 2t + 1 from the
+// block's column 0; clamped to the last input column.
+struct ColsN {
+    int b, d[2];
+};
+__device__ __forceinline__ ColsN cols_of(int g, int t, int ncols) {
+    return {min(g, ncols - 1) * 64 + 16 * t, {min(2 * t, ncols - 1) * 16, min(2 * t + 1, ncols - 1) * 16}};
+}
+// B of block blk of the k-tile: hi digits in .x/.y, lo in .z/.w.
+__device__ __forceinline__ int4 bxn(const ItemN& c, int ofs, int blk) {
+    return ld_x16(reinterpret_cast<const int4*>(c.dig + blk * c.ncols * 64 + ofs));
+}
+__device__ __forceinline__ int4 metan(const ItemN& c, int ofs, int blk) {
+    return ld_xmeta(reinterpret_cast<const int4*>(c.rec + blk * c.ncols * 16 + ofs));
+}
+__device__ __forceinline__ uint2 hi_of(int4 v, uint32_t m = 0xffffffffu) {
+    return make_uint2(static_cast<uint32_t>(v.x) & m, static_cast<uint32_t>(v.y) & m);
+}
+__device__ __forceinline__ uint2 lo_of(int4 v, uint32_t m = 0xffffffffu) {
+    return make_uint2(static_cast<uint32_t>(v.z) & m, static_cast<uint32_t>(v.w) & m);
+}
+// 256 hi + lo of the two MMAs' sums.
+__device__ __forceinline__ float digitsn(const int (&hi)[4], const int (&lo)[4], int e) { return static_cast<float>(256 * hi[e] + lo[e]); }
+
+// q8_0 and q4_0: an MMA pair per block (q4_0: lane t's elements are the low nibbles of bytes 8t .. for
+// t < 2, the high ones of bytes 8 (t - 2) .. for t >= 2).
+template <Type T>
+__device__ __forceinline__ void tilen_legacy(const ItemN& c, const ColsN& cl, float (&y)[4]) {
+    constexpr bool k8 = T == Type::Q8_0;
+    constexpr int kBytes = k8 ? 34 : 18;
+    const int t = c.t, sh = 4 * (t >> 1);
+#pragma unroll
+    for (int blk = 0; blk < 8; ++blk) {
+        if (blk >= c.nb) break;
+        uint32_t w0[2], w1[2];
+        ld_words<2>(c.o0 + blk * kBytes + 2 + (k8 ? 8 * t : 8 * (t & 1)), w0);
+        ld_words<2>(c.o1 + blk * kBytes + 2 + (k8 ? 8 * t : 8 * (t & 1)), w1);
+        if constexpr (!k8) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+                w0[j] = (w0[j] >> sh) & 0x0F0F0F0Fu;
+                w1[j] = (w1[j] >> sh) & 0x0F0F0F0Fu;
+            }
+        }
+        const float d0 = ld_f16(c.o0 + blk * kBytes), d1 = ld_f16(c.o1 + blk * kBytes);
+        const int4 b = bxn(c, cl.b, blk);
+        int hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0};
+        mma_i8<k8>(hi, w0[0], w1[0], w0[1], w1[1], hi_of(b));
+        mma_i8<k8>(lo, w0[0], w1[0], w0[1], w1[1], lo_of(b));
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+            const int4 rec = metan(c, cl.d[j], blk);
+            const float dx = __int_as_float(rec.x), off = k8 ? 0.0f : static_cast<float>(8 * (rec.y + rec.z));
+            y[j] += d0 * dx * (digitsn(hi, lo, j) - off);
+            y[2 + j] += d1 * dx * (digitsn(hi, lo, 2 + j) - off);
+        }
+    }
+}
+
+// q4_K: an MMA pair per sub-block j (qs bytes 32 (j >> 1) + 8t .., low nibbles for even j, high ones
+// for odd j entering as 16 q, the 1/16 folded into the scale).
+__device__ __forceinline__ void tilen_q4k(const ItemN& c, const ColsN& cl, float (&y)[4]) {
+    const int t = c.t;
+    uint4 h[2];
+    uint32_t sc[2][2], mn[2][2];  // [row][sub-blocks 0-3, 4-7]
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        h[r] = ld128(r ? c.o1 : c.o0);
+        k4_scales(h[r], 0, sc[r][0], mn[r][0]);
+        k4_scales(h[r], 2, sc[r][1], mn[r][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint2 q0 = ld64(c.o0 + 16 + 32 * i + 8 * t), q1 = ld64(c.o1 + 16 + 32 * i + 8 * t);
+#pragma unroll
+        for (int hn = 0; hn < 2; ++hn) {
+            const int j = 2 * i + hn;
+            const uint32_t m = hn ? 0xF0F0F0F0u : 0x0F0F0F0Fu;
+            float ds[2], dm[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const int shj = 8 * (j & 3);
+                ds[r] = f16_lo(h[r].x) * static_cast<float>((sc[r][j >> 2] >> shj) & 0xffu) * (hn ? 0.0625f : 1.0f);
+                dm[r] = f16_hi(h[r].x) * static_cast<float>((mn[r][j >> 2] >> shj) & 0xffu);
+            }
+            const int4 b = bxn(c, cl.b, j);
+            int hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0};
+            mma_i8<false>(hi, q0.x & m, q1.x & m, q0.y & m, q1.y & m, hi_of(b));
+            mma_i8<false>(lo, q0.x & m, q1.x & m, q0.y & m, q1.y & m, lo_of(b));
+#pragma unroll
+            for (int jj = 0; jj < 2; ++jj) {
+                const int4 rec = metan(c, cl.d[jj], j);
+                const float dx = __int_as_float(rec.x), sx = static_cast<float>(rec.y + rec.z);
+                y[jj] += dx * (ds[0] * digitsn(hi, lo, jj) - dm[0] * sx);
+                y[2 + jj] += dx * (ds[1] * digitsn(hi, lo, 2 + jj) - dm[1] * sx);
+            }
+        }
+    }
+}
+
+// q6_K: per 32-column block 4h + f (field f of half h: elements 128h + 32f + l), lane t's elements l =
+// 8t .. 8t+7 are ql bytes 64h + 32 (f & 1) + 8t .. (nibble f >> 1) and qh bytes 32h + 8t .. (bits 2f,
+// 2f + 1); they lie in 16-column sub-block 8h + 2f + (t >> 1), so the block takes two MMA pairs, each
+// with the other sub-block's lanes passing zeros for B; the -32 goes through the half-block sums of x.
+__device__ __forceinline__ void tilen_q6k(const ItemN& c, const ColsN& cl, float (&y)[4]) {
+    const int t = c.t;
+    const float d0 = ld_f16(c.o0 + 208), d1 = ld_f16(c.o1 + 208);
+    const uint32_t own0 = t < 2 ? 0xffffffffu : 0u;  // this lane's elements are in the block's first half
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+        uint32_t l0[2][2], l1[2][2], qh[2][2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const uint32_t o = r ? c.o1 : c.o0;
+            ld_words<2>(o + 64 * hh + 8 * t, l0[r]);
+            ld_words<2>(o + 64 * hh + 32 + 8 * t, l1[r]);
+            ld_words<2>(o + 128 + 32 * hh + 8 * t, qh[r]);
+        }
+#pragma unroll
+        for (int f = 0; f < 4; ++f) {
+            uint32_t a[2][2];
+            float ds[2][2];  // [row][half]
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+#pragma unroll
+                for (int w = 0; w < 2; ++w) {
+                    const uint32_t l = (f & 1) ? l1[r][w] : l0[r][w], u = qh[r][w];
+                    const uint32_t lq = (f >> 1) ? (l >> 4) & 0x0F0F0F0Fu : l & 0x0F0F0F0Fu;
+                    const uint32_t uq = f == 0 ? (u << 4) : f == 1 ? (u << 2) : f == 2 ? u : (u >> 2);
+                    a[r][w] = lq | (uq & 0x30303030u);
+                }
+                const uint32_t sv = ld16((r ? c.o1 : c.o0) + 192 + 8 * hh + 2 * f);  // sub-blocks 8h + 2f, + 1
+                ds[r][0] = (r ? d1 : d0) * static_cast<float>(static_cast<int8_t>(sv & 0xffu));
+                ds[r][1] = (r ? d1 : d0) * static_cast<float>(static_cast<int8_t>(sv >> 8));
+            }
+            const int blk = 4 * hh + f;
+            const int4 b = bxn(c, cl.b, blk);
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const uint32_t own = half ? ~own0 : own0;
+                int hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0};
+                mma_i8<false>(hi, a[0][0], a[1][0], a[0][1], a[1][1], hi_of(b, own));
+                mma_i8<false>(lo, a[0][0], a[1][0], a[0][1], a[1][1], lo_of(b, own));
+#pragma unroll
+                for (int jj = 0; jj < 2; ++jj) {
+                    const int4 rec = metan(c, cl.d[jj], blk);
+                    const float dx = __int_as_float(rec.x), off = static_cast<float>(32 * (half ? rec.z : rec.y));
+                    y[jj] += ds[0][half] * dx * (digitsn(hi, lo, jj) - off);
+                    y[2 + jj] += ds[1][half] * dx * (digitsn(hi, lo, 2 + jj) - off);
+                }
+            }
+        }
+    }
+}
+
+template <Type T>
+__device__ __forceinline__ void tilen(const ItemN& c, const ColsN& cl, float (&y)[4]) {
+    if constexpr (T == Type::Q4_K) tilen_q4k(c, cl, y);
+    else if constexpr (T == Type::Q6_K) tilen_q6k(c, cl, y);
+    else tilen_legacy<T>(c, cl, y);
+}
+
 template <Type T>
 constexpr bool kInt8Family = T == Type::Q4_0 || T == Type::Q8_0 || T == Type::Q4_K || T == Type::Q6_K;
 
@@ -815,9 +1015,10 @@ template <Type T, bool kI8 = false>
 constexpr int warp_bytes() {
     return (stages<T, kI8>() * kTileRows * seg_bytes<T>() + (kI8 ? 0 : kFragBytes + kSumsBytes) + 15) / 16 * 16;
 }
-template <Type T, bool kI8 = false>
+// kN: input columns the partials hold (1; kColsN for the int8 family over several columns).
+template <Type T, bool kI8 = false, int kN = 1>
 constexpr int mma_smem_bytes(int maxk) {
-    return (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T, kI8>();
+    return (kWarps * maxk * kTileRows * kN * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T, kI8>();
 }
 
 // B operand of one k-tile from x[kt*256 ..]: lane L holds columns 8L .. 8L+7 in v (zeros past the row).
@@ -916,11 +1117,15 @@ __device__ __forceinline__ float* segment_y(const Segments& s, int i) { return i
 // as x is loaded.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-// kI8 (the int8 family): the input is xq (x and x_up unused); otherwise x (and x_up), xq unused.
-template <Type T, bool kI8 = false>
-__global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_kernel(
+// kI8 (the int8 family): the input is xq (x and x_up unused); otherwise x (and x_up), xq unused. kN > 1
+// (int8 only): ncols (2 .. kN) quantized inputs, block-interleaved (xq_slot), y of segment i at y[i][col *
+// its rows + row] (ItemN above).
+// Several columns (kN > 1) take more registers and larger partials: 3 CTAs per SM at most.
+template <Type T, bool kI8 = false, int kN = 1>
+__global__ __launch_bounds__(kThreads, (kN > 1 ? 3 : min_blocks<T, kI8>())) void matvec_mma_kernel(
     const Segments seg, const float* __restrict__ x, const float* __restrict__ x_up, const uint8_t* __restrict__ xq, int cols,
-    int64_t row_bytes, int64_t tiles, int maxk, bool accumulate) {
+    int64_t row_bytes, int64_t tiles, int maxk, bool accumulate, int ncols) {
+    static_assert(kN == 1 || (kI8 && kN == kColsN), "several columns: the int8 family, kColsN of them");
     const int64_t rows = segment_end(seg, seg.n - 1);
     constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes<T>(), kStages = stages<T, kI8>();
     static_assert(kStages >= 2, "at least two ring slots");
@@ -932,12 +1137,12 @@ __global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_k
     const int n_items = n_kt * k;
     const int i0 = n_items * warp / kWarps, i1 = n_items * (warp + 1) / kWarps;
 
-    const uint32_t part_bytes = (kWarps * maxk * kTileRows * 4 + 15) / 16 * 16;
+    const uint32_t part_bytes = (kWarps * maxk * kTileRows * kN * 4 + 15) / 16 * 16;
     const uint32_t ring = part_bytes + warp * warp_bytes<T, kI8>();
     const uint32_t frag = ring + kStages * kTileRows * SEG, sums = frag + kFragBytes;
     const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(mv_smem));
-    float* part = reinterpret_cast<float*>(mv_smem) + warp * maxk * kTileRows;
-    for (int i = lane; i < k * kTileRows; i += 32) part[i] = 0.0f;
+    float* part = reinterpret_cast<float*>(mv_smem) + warp * maxk * kTileRows * kN;
+    for (int i = lane; i < k * kTileRows * kN; i += 32) part[i] = 0.0f;
     if (!kI8 && lane <= kMmas) st64(frag + lane * kFragRow + 64, make_uint2(0u, 0u));  // the zero entries
 
     // Copying: item `ic` (k-tile ic_kt, tile ic_tl) goes to ring slot (ic - i0) % kStages. Lane: row lane & 15,
@@ -1039,7 +1244,18 @@ __global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_k
     // every tile (row_bytes is even).
     const int rg0 = static_cast<int>((g * row_bytes) & 31), rg1 = static_cast<int>(((g + 8) * row_bytes) & 31);
     float y0 = 0.0f, y1 = 0.0f;
+    float yn[4] = {};  // kN > 1: rows g, g + 8 x columns 2t, 2t + 1
+    ColsN cn{};
+    if constexpr (kN > 1) cn = cols_of(g, t, ncols);
     auto flush = [&]() {  // the four lanes of each row, into this warp's partial
+        if constexpr (kN > 1) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                part[(cur_tl * kTileRows + g + 8 * (e >> 1)) * kN + 2 * t + (e & 1)] += yn[e];
+                yn[e] = 0.0f;
+            }
+            return;
+        }
         y0 += __shfl_xor_sync(kFull, y0, 1);
         y1 += __shfl_xor_sync(kFull, y1, 1);
         y0 += __shfl_xor_sync(kFull, y0, 2);
@@ -1072,7 +1288,17 @@ __global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_k
         it_slot = it_slot + 1 == kStages ? 0 : it_slot + 1;
         const uint32_t o0 = slot + g * SEG + ((wb + rg0 + kto) & 31), o1 = slot + (g + 8) * SEG + ((wb + rg1 + kto) & 31);
         const int nb = min(8, (cols - kt * kKTile) / 32);
-        if constexpr (kI8) {
+        if constexpr (kN > 1) {
+            ItemN c;
+            c.o0 = o0;
+            c.o1 = o1;
+            c.dig = xq + static_cast<int64_t>(kt) * (kKTile / 32) * ncols * 64;
+            c.rec = xq + 2 * static_cast<int64_t>(cols) * ncols + static_cast<int64_t>(kt) * (kKTile / 32) * ncols * 16;
+            c.ncols = ncols;
+            c.t = t;
+            c.nb = nb;
+            tilen<T>(c, cn, yn);
+        } else if constexpr (kI8) {
             Item8 c;
             c.o0 = o0;
             c.o1 = o1;
@@ -1098,14 +1324,16 @@ __global__ __launch_bounds__(kThreads, (min_blocks<T, kI8>())) void matvec_mma_k
     if (cur_tl >= 0) flush();
     __syncthreads();
     const float* all = reinterpret_cast<const float*>(mv_smem);
-    for (int i = threadIdx.x; i < k * kTileRows; i += kThreads) {
-        const int64_t r = tb0 * kTileRows + i;
-        if (r < rows) {
+    for (int i = threadIdx.x; i < k * kTileRows * kN; i += kThreads) {
+        const int64_t r = tb0 * kTileRows + i / kN;
+        const int col = i % kN;
+        if (r < rows && col < ncols) {
             float sum = 0.0f;
 #pragma unroll
-            for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows + i];
+            for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows * kN + i];
             const int si = segment_of(seg, r);
-            float* y = segment_y(seg, si) + (r - segment_start(seg, si));
+            const int64_t r0 = segment_start(seg, si);
+            float* y = segment_y(seg, si) + col * (segment_end(seg, si) - r0) + (r - r0);
             *y = accumulate ? *y + sum : sum;
         }
     }
@@ -1117,11 +1345,13 @@ struct MmaGrid {
     int64_t grid;
     int maxk;  // the most tiles any CTA gets
 };
-inline MmaGrid mma_grid(int64_t rows, int64_t resident) {
+// kN > 1 (several input columns): at most kMaxTilesPerCtaN tiles, the partials being kN times larger.
+constexpr int kMaxTilesPerCtaN = 8;
+inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTilesPerCta) {
     const int64_t tiles = (rows + kTileRows - 1) / kTileRows;
     resident = resident < 1 ? 1 : resident;
     int64_t per_cta = (tiles + resident - 1) / resident;
-    per_cta = per_cta < kMaxTilesPerCta ? per_cta : kMaxTilesPerCta;
+    per_cta = per_cta < max_per_cta ? per_cta : max_per_cta;
     const int64_t grid = (tiles + per_cta - 1) / per_cta;
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }

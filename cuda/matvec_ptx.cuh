@@ -66,8 +66,9 @@ __device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, ui
     }
 }
 
-// Read-only loads of the quantized input (8 bytes of digits; a 16-byte block record), kept in L1.
+// Read-only loads of the quantized input (8 or 16 bytes of digits; a 16-byte block record), kept in L1.
 __device__ __forceinline__ uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+__device__ __forceinline__ int4 ld_x16(const int4* p) { return __ldg(p); }
 __device__ __forceinline__ int4 ld_xmeta(const int4* p) { return __ldg(p); }
 
 // 16 bytes from global src + OFF to shared dst + OFF (both 16-byte aligned); bytes past `bytes` are zeroed.

@@ -1,6 +1,6 @@
 // Microbenchmark of the decode mat-vec (cuda::matvec) against device memory bandwidth.
 //
-//   build/tests/bench_matvec [--types q4_K,q8_0] [--old] [--reps N]
+//   build/tests/bench_matvec [--types q4_K,q8_0] [--old] [--reps N] [--cols N]
 //
 // First the device-to-device copy bandwidth (cudaMemcpy of 2 GiB, read + write bytes, median of 20).
 // Then, for each type and each of the Qwen2.5-7B decode shapes (rows x cols = out x in), the weights are
@@ -10,7 +10,8 @@
 // out), the median of N (default 60) is reported, after warm-up. GB/s counts weight + x + y bytes.
 // `err` is the relative L2 difference from the reference kernel (matvec_reference) on the same data;
 // the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K; its err includes the
-// input's quantization);
+// input's quantization; --cols N times it over N inputs in one launch, the few-token path, its err that
+// of input 0 and its GB/s counting the weights once);
 // --old also times that reference kernel (the previous decode mat-vec). A short table is printed last.
 #include <cuda_runtime.h>
 
@@ -144,9 +145,11 @@ void matvec_new(Type t, const void* w, int64_t rows, int64_t cols, const float* 
     minfer::cuda::matvec(t, w, rows, cols, x, y, s);
 }
 // The int8 path: x quantized once (outside the timing) into g_xq.
+// --cols N: N inputs in one launch (the few-token path), y [N][rows].
 void* g_xq = nullptr;
+int g_ncols = 1;
 void matvec_i8(Type t, const void* w, int64_t rows, int64_t cols, const float*, float* y, cudaStream_t s) {
-    minfer::cuda::matvec_xq(t, 1, &w, &rows, cols, g_xq, &y, s);
+    minfer::cuda::matvec_xq(t, 1, &w, &rows, cols, g_xq, &y, s, false, g_ncols);
 }
 void matvec_old(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t s) {
     minfer::cuda::matvec_reference(t, w, rows, cols, x, y, s);
@@ -169,10 +172,15 @@ int main(int argc, char** argv) {
         }
         else if (!std::strcmp(argv[i], "--old")) old = true;
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(5, std::atoi(argv[++i]));
+        else if (!std::strcmp(argv[i], "--cols") && i + 1 < argc) g_ncols = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: %s [--types q4_K,q8_0] [--old] [--reps N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--types q4_K,q8_0] [--old] [--reps N] [--cols N]\n", argv[0]);
             return 2;
         }
+    }
+    if (g_ncols < 1 || g_ncols > minfer::cuda::kMatvecMaxCols) {
+        std::fprintf(stderr, "--cols: 1 to %d\n", minfer::cuda::kMatvecMaxCols);
+        return 2;
     }
     int dev = 0;
     cudaDeviceProp prop{};
@@ -227,8 +235,8 @@ int main(int argc, char** argv) {
             uint8_t* w = nullptr;
             float *x = nullptr, *y = nullptr, *yr = nullptr;
             ck(cudaMalloc(&w, stride * copies), "cudaMalloc weights");
-            ck(cudaMalloc(&x, sh.cols * sizeof(float)), "cudaMalloc x");
-            ck(cudaMalloc(&y, sh.rows * sizeof(float)), "cudaMalloc y");
+            ck(cudaMalloc(&x, g_ncols * sh.cols * sizeof(float)), "cudaMalloc x");
+            ck(cudaMalloc(&y, g_ncols * sh.rows * sizeof(float)), "cudaMalloc y");
             ck(cudaMalloc(&yr, sh.rows * sizeof(float)), "cudaMalloc y");
             if (info.block_elems == 1) {
                 fill_plain<<<4096, 256, 0, s>>>(w, stride * copies / info.block_bytes, static_cast<int>(tc.t), seed);
@@ -238,7 +246,7 @@ int main(int argc, char** argv) {
                     fix_blocks<<<1024, 256, 0, s>>>(w + c * stride, bytes / info.block_bytes, info.block_bytes, tc.f0, tc.f1,
                                                     tc.f32_scale, seed + 7 * c);
             }
-            fill_x<<<64, 256, 0, s>>>(x, sh.cols, seed + 1);
+            fill_x<<<64, 256, 0, s>>>(x, g_ncols * sh.cols, seed + 1);  // column 0 is what the reference kernel multiplies
             seed += 100;
             ck(cudaGetLastError(), "fill");
 
@@ -267,8 +275,8 @@ int main(int argc, char** argv) {
                           100.0 * gbs / copy_gbs, err);
             std::string row = line;
             if (minfer::cuda::matvec_int8_supported(tc.t)) {
-                ck(cudaMalloc(&g_xq, static_cast<size_t>(minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
-                minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s);
+                ck(cudaMalloc(&g_xq, static_cast<size_t>(g_ncols * minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
+                minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s, g_ncols);
                 ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
                 matvec_i8(tc.t, w, sh.rows, sh.cols, x, y, s);
                 ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
@@ -279,7 +287,7 @@ int main(int argc, char** argv) {
                     n8 += std::isfinite(a[i]) ? d * d : INFINITY;
                 }
                 const float us8 = time_launches(matvec_i8, tc.t, w, stride, copies, sh.rows, sh.cols, x, y, reps, s);
-                const double moved8 = double(bytes) + double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows;
+                const double moved8 = double(bytes) + g_ncols * (double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows);
                 std::snprintf(line, sizeof line, " %9.2f %8.0f %9.1e", us8, moved8 / (us8 * 1e-6) / 1e9, std::sqrt(n8 / std::max(den, 1e-300)));
                 row += line;
                 cudaFree(g_xq);

@@ -445,6 +445,25 @@ TEST_SUITE("cuda") {
                         }
                     }
                     check_y(y8, xu);
+                    // several inputs in one launch (a few tokens): 8 columns, and 3 (the rest read the last
+                    // input, never stored); the emulator test covers the x variants, here normal inputs
+                    for (int ncols : {3, 8}) {
+                        if (variant != 0) break;
+                        CAPTURE(ncols);
+                        std::vector<float> xs;
+                        for (int j = 0; j < ncols; ++j) {
+                            const auto xj = normal(static_cast<size_t>(cols), seed++, 0.0f, 1.0f);
+                            xs.insert(xs.end(), xj.begin(), xj.end());
+                        }
+                        const auto yn = device::testing::cuda_matvec_int8(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, xs,
+                                                                          &xu, ncols);
+                        REQUIRE(yn.size() == static_cast<size_t>(rows * ncols));
+                        for (int j = 0; j < ncols; ++j) {
+                            CAPTURE(j);
+                            check_y(std::vector<float>(yn.begin() + j * rows, yn.begin() + (j + 1) * rows),
+                                    std::vector<float>(xu.begin() + j * cols, xu.begin() + (j + 1) * cols));
+                        }
+                    }
                 }
             }
         };

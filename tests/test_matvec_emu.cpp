@@ -145,7 +145,7 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr, nullptr,
-                                 static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
+                                 static_cast<int>(cols), row_bytes, tiles, g.maxk, false, 1);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
@@ -170,6 +170,33 @@ std::vector<uint8_t> quantize(const std::vector<float>& x, const Config& cfg) {
     return {q, q + mv::xq_bytes(cols)};
 }
 
+// Several inputs quantized into one block-interleaved buffer (the layout of rows > 1), as quantize_x does
+// it for a few tokens; back: each input as the kernels see it.
+std::vector<int4> quantize_rows(const std::vector<std::vector<float>>& xs, const Config& cfg, std::vector<std::vector<float>>& back) {
+    const int nrows = static_cast<int>(xs.size());
+    const int64_t cols = static_cast<int64_t>(xs[0].size());
+    std::vector<int4> buf(static_cast<size_t>(mv::xq_bytes(cols) * nrows / 16));
+    std::memset(buf.data(), 0x5a, buf.size() * sizeof(int4));
+    auto* q = reinterpret_cast<uint8_t*>(buf.data());
+    mv_emu::readable.clear();
+    for (const auto& x : xs) mv_emu::readable.push_back({x.data(), x.size() * sizeof(float)});
+    const int threads = 128;
+    for (int r = 0; r < nrows; ++r) {
+        const auto& x = xs[static_cast<size_t>(r)];
+        launch((cols / 4 + threads - 1) / threads, threads, 0, cfg, [&] {
+            const int64_t i = int64_t{blockIdx.x} * threads + threadIdx.x;
+            const bool valid = 4 * i < cols;
+            float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+            if (valid) v = make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
+            mv::xq_put4(v, 4 * i, cols, q, valid, r, nrows);
+        });
+    }
+    back.assign(static_cast<size_t>(nrows), std::vector<float>(static_cast<size_t>(cols)));
+    for (int r = 0; r < nrows; ++r)
+        for (int64_t c = 0; c < cols; ++c) back[static_cast<size_t>(r)][static_cast<size_t>(c)] = mv::xq_value(q, cols, c, r, nrows);
+    return buf;
+}
+
 // x as the int8 kernels see it: d (256 hi + lo) per column.
 std::vector<float> dequantize(const std::vector<uint8_t>& xq, int64_t cols) {
     std::vector<float> x(static_cast<size_t>(cols));
@@ -191,7 +218,7 @@ std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t c
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T, true>(mv::one_segment(w.data(), y.data(), rows), nullptr, nullptr, xq, static_cast<int>(cols),
-                                       row_bytes, tiles, g.maxk, false);
+                                       row_bytes, tiles, g.maxk, false, 1);
     });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));
@@ -223,12 +250,53 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     const mv::MmaGrid g = mv::mma_grid(end, resident);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, kI8>(g.maxk)), cfg, [&] {
-        mv::matvec_mma_kernel<T, kI8>(seg, kI8 ? nullptr : x.data(), nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, false);
+        mv::matvec_mma_kernel<T, kI8>(seg, kI8 ? nullptr : x.data(), nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, false,
+                                      1);
     });
     for (int i = 0; i < 3; ++i) {
         auto& v = y[static_cast<size_t>(i)];
         REQUIRE_MESSAGE(std::all_of(v.begin() + rows[i], v.end(), [](float f) { return f == 12345.0f; }), "y written past its end");
         v.resize(static_cast<size_t>(rows[i]));
+    }
+    return y;
+}
+
+// The int8 kernel over ncols inputs (up to kN = 8 per launch) and 1 to 3 matrices (segments):
+// xq holds the ncols quantized inputs, block-interleaved (quantize_rows); y[i] is [ncols][rows[i]],
+// poisoned (or `init`, accumulate true) and fenced.
+template <Type T, int kN>
+std::vector<std::vector<float>> run_i8_cols(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                            const uint8_t* xq, int ncols, int64_t resident, const Config& cfg,
+                                            const std::vector<std::vector<float>>* init = nullptr) {
+    const size_t nm = w.size();
+    std::vector<std::vector<float>> y(nm);
+    mv::Segments seg;
+    mv_emu::readable = {{xq, static_cast<size_t>(mv::xq_bytes(cols) * ncols)}};
+    int64_t end = 0;
+    for (size_t i = 0; i < nm; ++i) {
+        const size_t n = static_cast<size_t>(rows[i] * ncols);
+        y[i].assign(n + 8, std::nanf(""));
+        if (init) std::copy((*init)[i].begin(), (*init)[i].end(), y[i].begin());
+        for (size_t j = n; j < y[i].size(); ++j) y[i][j] = 12345.0f;
+        mv_emu::readable.push_back({w[i].data(), w[i].size()});
+        seg.w[i] = w[i].data();
+        seg.y[i] = y[i].data();
+        end += rows[i];
+        seg.end[i] = end;
+    }
+    for (size_t i = nm; i < 3; ++i) seg.end[i] = end;
+    seg.n = static_cast<int>(nm);
+    const mv::MmaGrid g = mv::mma_grid(end, resident, mv::kMaxTilesPerCtaN);
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
+    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true, kN>(g.maxk)), cfg, [&] {
+        mv::matvec_mma_kernel<T, true, kN>(seg, nullptr, nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, init != nullptr,
+                                           ncols);
+    });
+    for (size_t i = 0; i < nm; ++i) {
+        const size_t n = static_cast<size_t>(rows[i] * ncols);
+        REQUIRE_MESSAGE(std::all_of(y[i].begin() + static_cast<std::ptrdiff_t>(n), y[i].end(), [](float f) { return f == 12345.0f; }),
+                        "y written past its end");
+        y[i].resize(n);
     }
     return y;
 }
@@ -294,6 +362,48 @@ void check_mma_type() {
                     CHECK(mv_emu::rt.inexact == 0);
                     CHECK(rel_l2(y, reference(T, w, rows, cols, x)) < 1e-5);
                 }
+            }
+        }
+    }
+}
+
+// The int8 kernel over several inputs: each column against float64 of the weights times that input as
+// quantized; ragged rows, partial k-tiles, CTAs of one and several tiles, 2 to 8 inputs, and
+// accumulation into y.
+template <Type T>
+void check_cols_type() {
+    const int64_t b = quant::type_info(T).block_elems;
+    const bool legacy = b == 32;
+    const int64_t shapes[][3] = {{33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2}, {70, 1024, 1}, {16, 2048, 1000}};
+    uint64_t seed = 707 + static_cast<uint64_t>(T);
+    int n = 0;
+    for (const auto& sh : shapes) {
+        const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
+        for (int ncols : {2, 5, 8}) {
+            const bool random_bytes = n % 2 == 1, accumulate = n % 3 == 2;
+            const Config& cfg = kConfigs[n++ % 2];
+            const auto w = weights(T, rows, cols, random_bytes, seed++);
+            std::vector<std::vector<float>> xs, xd;
+            for (int c = 0; c < ncols; ++c) xs.push_back(make_x(cols, c % 3, seed++));
+            const auto buf = quantize_rows(xs, cfg, xd);
+            const auto* q = reinterpret_cast<const uint8_t*>(buf.data());
+            std::vector<std::vector<float>> init;
+            if (accumulate) init.push_back(normal(static_cast<size_t>(rows * ncols), seed++, 10.0f));
+            const auto y = run_i8_cols<T, mv::kColsN>({w}, {rows}, cols, q, ncols, resident, cfg, accumulate ? &init : nullptr);
+            for (int c = 0; c < ncols; ++c) {
+                CAPTURE(quant::type_info(T).name);
+                CAPTURE(rows);
+                CAPTURE(cols);
+                CAPTURE(resident);
+                CAPTURE(ncols);
+                CAPTURE(c);
+                CAPTURE(random_bytes);
+                CAPTURE(accumulate);
+                auto ref = reference(T, w, rows, cols, xd[static_cast<size_t>(c)]);
+                std::vector<float> yc(y[0].begin() + c * rows, y[0].begin() + (c + 1) * rows);
+                if (accumulate)
+                    for (int64_t r = 0; r < rows; ++r) ref[static_cast<size_t>(r)] += init[0][static_cast<size_t>(c * rows + r)];
+                CHECK(rel_l2(yc, ref) < 1e-5);
             }
         }
     }
@@ -457,4 +567,58 @@ TEST_CASE("emulated mat-vec: int8 family (q4_0, q8_0, q4_K, q6_K) on the quantiz
     check_mma_type<Type::Q8_0, true>();
     check_mma_type<Type::Q4_K, true>();
     check_mma_type<Type::Q6_K, true>();
+}
+
+TEST_CASE("emulated mat-vec: several inputs quantized block-interleaved hold what each quantized alone holds") {
+    uint64_t seed = 6060;
+    for (int nrows : {2, 3, 8}) {
+        std::vector<std::vector<float>> xs, back;
+        for (int r = 0; r < nrows; ++r) xs.push_back(make_x(96, r % 3, seed++));
+        const auto buf = quantize_rows(xs, kConfigs[nrows % 2], back);
+        for (int r = 0; r < nrows; ++r) {
+            CAPTURE(nrows);
+            CAPTURE(r);
+            const auto alone = dequantize(quantize(xs[static_cast<size_t>(r)], kConfigs[0]), 96);
+            CHECK(std::equal(alone.begin(), alone.end(), back[static_cast<size_t>(r)].begin()));
+        }
+        // every byte written (the buffer was filled with 0x5a): the records' zero words say so
+        const auto* q = reinterpret_cast<const uint8_t*>(buf.data());
+        for (int64_t b = 0; b < 3 * nrows; ++b) {
+            int w = 1;
+            std::memcpy(&w, q + 2 * 96 * nrows + b * 16 + 12, 4);
+            CHECK(w == 0);
+        }
+    }
+}
+
+TEST_CASE("emulated mat-vec: int8 family over several inputs (a few tokens in one read of the weights)") {
+    check_cols_type<Type::Q4_0>();
+    check_cols_type<Type::Q8_0>();
+    check_cols_type<Type::Q4_K>();
+    check_cols_type<Type::Q6_K>();
+}
+
+TEST_CASE("emulated mat-vec: int8 family over several inputs and three matrices in one launch") {
+    // q, k, v of 32, 16 and 21 rows: y[i] is [ncols][rows[i]] per matrix.
+    const std::vector<int64_t> rows = {32, 16, 21};
+    const int64_t cols = 512;
+    const int ncols = 3;
+    uint64_t seed = 8080;
+    for (int64_t resident : {1, 1000}) {
+        std::vector<std::vector<uint8_t>> w;
+        for (int i = 0; i < 3; ++i) w.push_back(weights(Type::Q4_K, rows[static_cast<size_t>(i)], cols, true, seed++));
+        std::vector<std::vector<float>> xs, xd;
+        for (int c = 0; c < ncols; ++c) xs.push_back(make_x(cols, 0, seed++));
+        const auto buf = quantize_rows(xs, kConfigs[0], xd);
+        const auto* q = reinterpret_cast<const uint8_t*>(buf.data());
+        const auto y = run_i8_cols<Type::Q4_K, mv::kColsN>(w, rows, cols, q, ncols, resident, kConfigs[resident % 2]);
+        for (size_t i = 0; i < 3; ++i)
+            for (int c = 0; c < ncols; ++c) {
+                CAPTURE(resident);
+                CAPTURE(i);
+                CAPTURE(c);
+                std::vector<float> yc(y[i].begin() + c * rows[i], y[i].begin() + (c + 1) * rows[i]);
+                CHECK(rel_l2(yc, reference(Type::Q4_K, w[i], rows[i], cols, xd[static_cast<size_t>(c)])) < 1e-5);
+            }
+    }
 }

@@ -147,9 +147,10 @@ uint64_t cuda_free_bytes();
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x
-// as the kernel saw it (d (256 hi + lo) per column). Types with matvec_int8_supported only.
+// as the kernel saw it (d (256 hi + lo) per column). Types with matvec_int8_supported only. ncols > 1:
+// x holds ncols inputs of cols values (one launch for all, the few-token path); y is [ncols][rows].
 std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
-                                    const std::vector<float>& x, std::vector<float>* x_used);
+                                    const std::vector<float>& x, std::vector<float>* x_used, int ncols = 1);
 // One decode attention (a query at position L - 1 over cache rows 0 .. L-1: k16, v16 f16 bit patterns,
 // [n_ctx >= L][n_head_kv * head_dim]), the position given on the host or read on the device (the launch
 // of a CUDA graph: the kernels find the key split themselves); the output is poisoned first.

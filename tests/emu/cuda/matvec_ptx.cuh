@@ -432,6 +432,7 @@ inline void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t 
 inline void pdl_wait() {}
 inline void pdl_launch_dependents() {}
 inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
+inline int4 ld_x16(const int4* p) { return __ldg(p); }
 inline int4 ld_xmeta(const int4* p) { return __ldg(p); }
 
 inline void land(const mv_emu::Copy& c) {
