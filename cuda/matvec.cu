@@ -23,6 +23,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "cuda/common.cuh"
@@ -84,16 +85,25 @@ void launch_ref(const void* w, int64_t rows, int64_t cols, const float* x, float
                                                                                            rows, cols, x, y, wr, accumulate);
 }
 
-// CTAs of the MMA kernel per SM with the largest partials: sets the kernel's shared-memory limit once.
+// CTAs of the MMA kernel per SM by warps per CTA (index w), with the largest partials (0: does not fit).
+// Sets the kernel's shared-memory limit to the device's once.
 template <Type T, bool kI8, int kN>
-int mma_blocks_per_sm() {
-    static const int occupancy = [] {
-        constexpr int smem = mma_smem_bytes<T, kI8, kN>(kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta);
-        check(cudaFuncSetAttribute(matvec_mma_kernel<T, kI8, kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+const std::array<int, kMaxWarps + 1>& mma_occupancy() {
+    static const std::array<int, kMaxWarps + 1> occupancy = [] {
+        int dev = 0, optin = 0;
+        check(cudaGetDevice(&dev), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+        check(cudaFuncSetAttribute(matvec_mma_kernel<T, kI8, kN>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
               "mat-vec shared memory limit");
-        int n = 0;
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, matvec_mma_kernel<T, kI8, kN>, kThreads, smem), "mat-vec occupancy");
-        return std::max(n, 1);
+        std::array<int, kMaxWarps + 1> o{};
+        for (int w = kWarps; w <= (kN > 1 ? kWarps : kMaxWarps); ++w) {
+            const int smem = mma_smem_bytes<T, kI8, kN>(kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta, w);
+            if (smem > optin) continue;
+            check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o[static_cast<size_t>(w)], matvec_mma_kernel<T, kI8, kN>, 32 * w, smem),
+                  "mat-vec occupancy");
+        }
+        o[kWarps] = std::max(o[kWarps], 1);
+        return o;
     }();
     return occupancy;
 }
@@ -113,13 +123,35 @@ int sm_count() {
 template <Type T, bool kI8 = false, int kN = 1>
 void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, const uint8_t* xq, cudaStream_t stream,
                 bool accumulate, int ncols = 1) {
-    const int64_t rows = seg.end[seg.n - 1];
-    const int per_sm = mma_blocks_per_sm<T, kI8, kN>();
-    const MmaGrid g = mma_grid(rows, static_cast<int64_t>(per_sm) * sm_count(), kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta);
+    const int64_t rows = seg.end[seg.n - 1], tiles = (rows + kTileRows - 1) / kTileRows, sms = sm_count();
+    const auto& occ = mma_occupancy<T, kI8, kN>();
+    // Warps per CTA: each warp decodes its items one after another, a chain of dependent latencies, so the
+    // kernel takes about as long as the most items any warp has. CTAs of kWarps warps, or wider ones when
+    // that gives the warps fewer items (a matrix of few tiles leaves resident CTAs of kWarps idle; wider
+    // ones, all resident at once, share the same tiles among more warps). The kernels compiled for 5 CTAs
+    // of kWarps per SM (int8 q4_0 and q8_0: 20 warps an SM already) widen only when at least half the
+    // resident CTAs would be idle: measured on the H200 (docs/perf.md), widening them otherwise cost 1-3%.
+    const int64_t n_kt = (cols + kKTile - 1) / kKTile, max_per_cta = kN > 1 ? kMaxTilesPerCtaN : kMaxTilesPerCta;
+    int warps = kWarps;
+    MmaGrid g = mma_grid(rows, occ[kWarps] * sms, static_cast<int>(max_per_cta));
+    auto items_per_warp = [&](const MmaGrid& gr, int w) { return (gr.maxk * n_kt + w - 1) / w; };
+#ifndef MINFER_MATVEC_WIDE  // A/B knob: 0 keeps every CTA at kWarps warps
+#define MINFER_MATVEC_WIDE 1
+#endif
+    const bool widen = kN == 1 && MINFER_MATVEC_WIDE && (min_blocks<T, kI8>() <= 4 || 2 * tiles <= occ[kWarps] * sms);
+    for (int w = kWarps + 1; widen && w <= kMaxWarps; ++w) {
+        const int64_t slots = occ[static_cast<size_t>(w)] * sms;
+        if (slots == 0 || (tiles + slots - 1) / slots > max_per_cta) continue;
+        const MmaGrid gw = mma_grid(rows, slots, static_cast<int>(max_per_cta));
+        if (items_per_warp(gw, w) < items_per_warp(g, warps)) {
+            warps = w;
+            g = gw;
+        }
+    }
     // A programmatic dependent (cuda/pdl.cuh): its CTAs may start while the kernel before it (RMSNorm,
     // quantize_x) finishes, and fetch their first weights before pdl_wait.
-    check(launch_pdl(matvec_mma_kernel<T, kI8, kN>, dim3(static_cast<unsigned>(g.grid)), dim3(kThreads),
-                     static_cast<size_t>(mma_smem_bytes<T, kI8, kN>(g.maxk)), stream, seg, x, x_up, xq, static_cast<int>(cols),
+    check(launch_pdl(matvec_mma_kernel<T, kI8, kN>, dim3(static_cast<unsigned>(g.grid)), dim3(32 * warps),
+                     static_cast<size_t>(mma_smem_bytes<T, kI8, kN>(g.maxk, warps)), stream, seg, x, x_up, xq, static_cast<int>(cols),
                      row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate, ncols),
           "matvec");
 }

@@ -106,7 +106,8 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
 // Work: a CTA of 4 warps owns a contiguous range of 16-row tiles (the ranges are balanced over a grid
 // of about as many CTAs as fit on the GPU at once, so every CTA streams the same number of bytes). An
 // item is (256-column k-tile, row tile); the CTA's items, k-tile major, are split into four contiguous
-// ranges, one per warp.
+// ranges, one per warp. A matrix with fewer tiles than resident CTAs gets CTAs of up to 16 warps
+// instead (one tile each, its k-tiles split among them), so that it still occupies most warp slots.
 //
 // Per item a warp:
 //  * streams the 16 row segments of the k-tile (one K-quant super-block or eight legacy blocks per row)
@@ -138,7 +139,9 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
 // aligned (q4_K, q5_K), and segments an odd number of 16-byte units apart so the 4-byte loads of the
 // other types see 1- to 4-way conflicts at most.
 
-constexpr int kWarps = 4, kThreads = 32 * kWarps;
+// kWarps per CTA by default; a matrix of too few row tiles to give every resident CTA one gets wider
+// CTAs (up to kMaxWarps warps, the launcher's choice: blockDim), which split its k-tiles among more warps.
+constexpr int kWarps = 4, kThreads = 32 * kWarps, kMaxWarps = 16;
 constexpr int kTileRows = 16, kKTile = 256, kMmas = 16;
 // B fragments of one k-tile: per MMA 8 entries of 8 bytes (hi and lo pairs of lane t's four columns,
 // entry 2t + hl) and a ninth that stays zero (read by the 24 lanes whose B registers are zero).
@@ -1015,10 +1018,16 @@ template <Type T, bool kI8 = false>
 constexpr int warp_bytes() {
     return (stages<T, kI8>() * kTileRows * seg_bytes<T>() + (kI8 ? 0 : kFragBytes + kSumsBytes) + 15) / 16 * 16;
 }
-// kN: input columns the partials hold (1; kColsN for the int8 family over several columns).
+// kN: input columns the partials hold (1; kColsN for the int8 family over several columns); warps per CTA.
 template <Type T, bool kI8 = false, int kN = 1>
-constexpr int mma_smem_bytes(int maxk) {
-    return (kWarps * maxk * kTileRows * kN * 4 + 15) / 16 * 16 + kWarps * warp_bytes<T, kI8>();
+constexpr int mma_smem_bytes(int maxk, int warps = kWarps) {
+    return (warps * maxk * kTileRows * kN * 4 + 15) / 16 * 16 + warps * warp_bytes<T, kI8>();
+}
+// Registers per thread the kernel is compiled for: what min_blocks CTAs of kWarps warps leave (several
+// columns: 168, 3 such CTAs).
+template <Type T, bool kI8, int kN>
+constexpr int max_regs() {
+    return kN > 1 ? 168 : 65536 / (min_blocks<T, kI8>() * kThreads) / 8 * 8;
 }
 
 // B operand of one k-tile from x[kt*256 ..]: lane L holds columns 8L .. 8L+7 in v (zeros past the row).
@@ -1120,9 +1129,9 @@ __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f +
 // kI8 (the int8 family): the input is xq (x and x_up unused); otherwise x (and x_up), xq unused. kN > 1
 // (int8 only): ncols (2 .. kN) quantized inputs, block-interleaved (xq_slot), y of segment i at y[i][col *
 // its rows + row] (ItemN above).
-// Several columns (kN > 1) take more registers and larger partials: 3 CTAs per SM at most.
+// Several columns (kN > 1) take more registers and larger partials, and CTAs of kWarps warps.
 template <Type T, bool kI8 = false, int kN = 1>
-__global__ __launch_bounds__(kThreads, (kN > 1 ? 3 : min_blocks<T, kI8>())) void matvec_mma_kernel(
+__global__ __launch_bounds__(kN > 1 ? kThreads : 32 * kMaxWarps) __maxnreg__((max_regs<T, kI8, kN>())) void matvec_mma_kernel(
     const Segments seg, const float* __restrict__ x, const float* __restrict__ x_up, const uint8_t* __restrict__ xq, int cols,
     int64_t row_bytes, int64_t tiles, int maxk, bool accumulate, int ncols) {
     static_assert(kN == 1 || (kI8 && kN == kColsN), "several columns: the int8 family, kColsN of them");
@@ -1130,14 +1139,14 @@ __global__ __launch_bounds__(kThreads, (kN > 1 ? 3 : min_blocks<T, kI8>())) void
     constexpr int KTB = Mv<T>::kKtBytes, SEG = seg_bytes<T>(), kStages = stages<T, kI8>();
     static_assert(kStages >= 2, "at least two ring slots");
     constexpr bool kPartialTiles = kKTile % (block_elems(T)) == 0 && block_elems(T) < kKTile;  // legacy: rows may end mid k-tile
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, warps = blockDim.x >> 5;
     const int64_t tb0 = tiles * blockIdx.x / gridDim.x, tb1 = tiles * (blockIdx.x + 1) / gridDim.x;
     const int k = static_cast<int>(tb1 - tb0);  // row tiles of this CTA (<= maxk)
     const int n_kt = (cols + kKTile - 1) / kKTile;
     const int n_items = n_kt * k;
-    const int i0 = n_items * warp / kWarps, i1 = n_items * (warp + 1) / kWarps;
+    const int i0 = n_items * warp / warps, i1 = n_items * (warp + 1) / warps;
 
-    const uint32_t part_bytes = (kWarps * maxk * kTileRows * kN * 4 + 15) / 16 * 16;
+    const uint32_t part_bytes = (warps * maxk * kTileRows * kN * 4 + 15) / 16 * 16;
     const uint32_t ring = part_bytes + warp * warp_bytes<T, kI8>();
     const uint32_t frag = ring + kStages * kTileRows * SEG, sums = frag + kFragBytes;
     const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(mv_smem));
@@ -1324,13 +1333,13 @@ __global__ __launch_bounds__(kThreads, (kN > 1 ? 3 : min_blocks<T, kI8>())) void
     if (cur_tl >= 0) flush();
     __syncthreads();
     const float* all = reinterpret_cast<const float*>(mv_smem);
-    for (int i = threadIdx.x; i < k * kTileRows * kN; i += kThreads) {
+    for (int i = threadIdx.x; i < k * kTileRows * kN; i += blockDim.x) {
         const int64_t r = tb0 * kTileRows + i / kN;
         const int col = i % kN;
         if (r < rows && col < ncols) {
             float sum = 0.0f;
 #pragma unroll
-            for (int wi = 0; wi < kWarps; ++wi) sum += all[wi * maxk * kTileRows * kN + i];
+            for (int wi = 0; wi < warps; ++wi) sum += all[wi * maxk * kTileRows * kN + i];
             const int si = segment_of(seg, r);
             const int64_t r0 = segment_start(seg, si);
             float* y = segment_y(seg, si) + col * (segment_end(seg, si) - r0) + (r - r0);

@@ -134,16 +134,17 @@ void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel)
     }
 }
 
+
 template <Type T>
 std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x,
-                           int64_t resident, const Config& cfg, const std::vector<float>* x_up = nullptr) {
+                           int64_t resident, const Config& cfg, const std::vector<float>* x_up = nullptr, int warps = mv::kWarps) {
     const mv::MmaGrid g = mv::mma_grid(rows, resident);
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
     if (x_up) mv_emu::readable.push_back({x_up->data(), x_up->size() * sizeof(float)});
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
-    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk)), cfg, [&] {
+    launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr, nullptr,
                                  static_cast<int>(cols), row_bytes, tiles, g.maxk, false, 1);
     });
@@ -207,7 +208,7 @@ std::vector<float> dequantize(const std::vector<uint8_t>& xq, int64_t cols) {
 // The int8 kernel on the quantized x (xq from quantize, copied to a 16-byte aligned buffer).
 template <Type T>
 std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<uint8_t>& xq_in,
-                          int64_t resident, const Config& cfg) {
+                          int64_t resident, const Config& cfg, int warps = mv::kWarps) {
     const mv::MmaGrid g = mv::mma_grid(rows, resident);
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
@@ -216,7 +217,7 @@ std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t c
     const auto* xq = reinterpret_cast<const uint8_t*>(xq_buf.data());
     mv_emu::readable = {{w.data(), w.size()}, {xq, xq_in.size()}};
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
-    launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk)), cfg, [&] {
+    launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T, true>(mv::one_segment(w.data(), y.data(), rows), nullptr, nullptr, xq, static_cast<int>(cols),
                                        row_bytes, tiles, g.maxk, false, 1);
     });
@@ -353,14 +354,23 @@ void check_mma_type() {
                 CAPTURE(random_bytes);
                 CAPTURE(variant);
                 CAPTURE(cfg.reverse);
-                if constexpr (kI8) {
-                    const auto xq = quantize(x, cfg);
-                    CHECK(rel_l2(run_i8<T>(w, rows, cols, xq, resident, cfg), reference(T, w, rows, cols, dequantize(xq, cols))) < 1e-5);
-                } else {
-                    mv_emu::rt.inexact = 0;
-                    const auto y = run_mma<T>(w, rows, cols, x, resident, cfg);
-                    CHECK(mv_emu::rt.inexact == 0);
-                    CHECK(rel_l2(y, reference(T, w, rows, cols, x)) < 1e-5);
+                // CTAs of kWarps warps, and on the wide shapes wider CTAs as the launcher may choose (the
+                // CTA's items split among 7 or up to 16 warps)
+                for (int warps : {mv::kWarps, cols >= 4096 ? 16 : cols >= 2048 ? 7 : 0}) {
+                    if (warps == 0) continue;
+                    // as the launcher, no wider than shared memory allows (227 KB)
+                    while (mv::mma_smem_bytes<T, kI8>(mv::mma_grid(rows, resident).maxk, warps) + 64 > static_cast<int>(mv::kEmuSmemBytes)) --warps;
+                    CAPTURE(warps);
+                    if constexpr (kI8) {
+                        const auto xq = quantize(x, cfg);
+                        CHECK(rel_l2(run_i8<T>(w, rows, cols, xq, resident, cfg, warps), reference(T, w, rows, cols, dequantize(xq, cols))) <
+                              1e-5);
+                    } else {
+                        mv_emu::rt.inexact = 0;
+                        const auto y = run_mma<T>(w, rows, cols, x, resident, cfg, nullptr, warps);
+                        CHECK(mv_emu::rt.inexact == 0);
+                        CHECK(rel_l2(y, reference(T, w, rows, cols, x)) < 1e-5);
+                    }
                 }
             }
         }

@@ -41,6 +41,7 @@
 #define __global__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __maxnreg__(...)
 #define __shared__ static
 #define __align__(n) alignas(n)
 
@@ -118,7 +119,7 @@ inline void check_read(const void* p, size_t n) {
 }
 
 // ---- the fiber scheduler of one CTA ----
-constexpr int kMaxThreads = 128;
+constexpr int kMaxThreads = 512;  // CTAs of up to 16 warps
 // Fiber stacks: the kernels need a few KB; ASan's swapcontext clears the shadow of the whole stack on
 // every switch, so keep them small.
 constexpr size_t kStack = 64 * 1024;
@@ -274,6 +275,7 @@ inline double half_of(uint32_t v, int i) { return h(i ? v >> 16 : v & 0xffffu); 
 #define threadIdx (mv_emu::Dim{static_cast<unsigned>(mv_emu::tid()), 0u, 0u})
 #define blockIdx (mv_emu::rt.block)
 #define gridDim (mv_emu::rt.grid)
+#define blockDim (mv_emu::Dim{static_cast<unsigned>(mv_emu::rt.n), 1u, 1u})
 
 inline void __syncwarp(unsigned = 0xffffffffu) { mv_emu::sync_warp(); }
 inline void __syncthreads() { mv_emu::sync_cta(); }
