@@ -35,6 +35,7 @@ namespace minfer::cuda {
 namespace {
 
 using namespace mv;
+static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
 // ---- the reference kernel ---------------------------------------------------------------------------------
 // A block of 8 warps takes 8 / wr rows, wr warps per row (split over K); each lane dequantizes 8
@@ -102,7 +103,7 @@ const std::array<int, kMaxWarps + 1>& mma_occupancy() {
             check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o[static_cast<size_t>(w)], matvec_mma_kernel<T, kI8, kN>, 32 * w, smem),
                   "mat-vec occupancy");
         }
-        o[kWarps] = std::max(o[kWarps], 1);
+        if (o[kWarps] == 0) fail(MINFER_ERR_DEVICE, "CUDA mat-vec: the type %d kernel does not fit an SM", static_cast<int>(T));
         return o;
     }();
     return occupancy;

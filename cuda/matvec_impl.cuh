@@ -106,8 +106,9 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
 // Work: a CTA of 4 warps owns a contiguous range of 16-row tiles (the ranges are balanced over a grid
 // of about as many CTAs as fit on the GPU at once, so every CTA streams the same number of bytes). An
 // item is (256-column k-tile, row tile); the CTA's items, k-tile major, are split into four contiguous
-// ranges, one per warp. A matrix with fewer tiles than resident CTAs gets CTAs of up to 16 warps
-// instead (one tile each, its k-tiles split among them), so that it still occupies most warp slots.
+// ranges, one per warp. The launcher may widen the CTAs to up to 16 warps (cuda/matvec.cu: when that
+// leaves each warp fewer items, as for a matrix with fewer tiles than resident CTAs of 4 warps), the
+// same contiguous split of the CTA's items among more warps.
 //
 // Per item a warp:
 //  * streams the 16 row segments of the k-tile (one K-quant super-block or eight legacy blocks per row)
@@ -127,7 +128,7 @@ __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 
 //
 // Shared memory per CTA: 4 x (4 stages x 16 rows x segment, the B fragments 17 x 72 bytes, 32 sums)
 // plus the partials (64 bytes per tile): 50-56 KB for q4_K, so 4 CTAs (16 warps) per SM; at most 128
-// registers per thread (__launch_bounds__(128, 4)), no spills.
+// registers per thread (max_regs: the register file over 4 such CTAs), no spills.
 //
 // Costs per weight (issue slots of one lane, counted in the PTX; q4_K): unpacking about 1.1 (one shift,
 // four LOP3 and four HFMA2 per 8 codes: the magic-number OR turns a nibble into 1024 + q, the HFMA2
@@ -795,7 +796,7 @@ template <> struct Mv8<Type::Q6_K> {
 // columns x 64 contiguous bytes. Every MMA's sums lie in one scale block of both operands (a legacy
 // block, a q4_K sub-block; q6_K's 16-column sub-blocks get an MMA pair each, the other half's B zeroed).
 // The weight codes are unpacked once per item for every column. (Two groups of 8 columns, 16 inputs,
-// measured 2.2 times slower per launch than one group on the H200, 128 registers and fewer CTAs per SM:
+// measured 2.2 times slower per launch than one group on the H200, 168 registers and fewer CTAs per SM:
 // more tokens go to the GEMMs.)
 //
 // Input: ncols (2 .. 8) rows of the block-interleaved layout; columns past ncols read the last one (their
@@ -976,8 +977,8 @@ template <Type T>
 constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
 
-// Ring slots per warp (items in flight: stages - 1, at least 2) and the CTAs per SM a kernel is
-// compiled for (__launch_bounds__). Measured on the H200 (docs/perf.md): 4 and 4 suit most kernels; the
+// Ring slots per warp (items in flight: stages - 1, at least 2) and the CTAs of kWarps per SM a kernel
+// is compiled for (its register cap, max_regs). Measured on the H200 (docs/perf.md): 4 and 4 suit most kernels; the
 // int8 q4_0 and q8_0 kernels, whose 2-byte aligned blocks need the widest ring slots, gain 2-4% end to
 // end with 3 and 5 (more warps per SM), which cost q4_K 5%. Tuning knobs for A/B builds
 // (NVCC_APPEND_FLAGS="-DMINFER_MATVEC_STAGES=3 -DMINFER_MATVEC_MIN_BLOCKS=5" sets every kernel's).
@@ -1027,7 +1028,8 @@ constexpr int mma_smem_bytes(int maxk, int warps = kWarps) {
 // columns: 168, 3 such CTAs).
 template <Type T, bool kI8, int kN>
 constexpr int max_regs() {
-    return kN > 1 ? 168 : 65536 / (min_blocks<T, kI8>() * kThreads) / 8 * 8;
+    constexpr int r = 65536 / (min_blocks<T, kI8>() * kThreads) / 8 * 8;
+    return kN > 1 ? 168 : r < 128 ? r : 128;  // 128: what CTAs of kMaxWarps warps allow
 }
 
 // B operand of one k-tile from x[kt*256 ..]: lane L holds columns 8L .. 8L+7 in v (zeros past the row).

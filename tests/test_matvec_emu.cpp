@@ -275,8 +275,9 @@ std::vector<std::vector<float>> run_i8_cols(const std::vector<std::vector<uint8_
     mv_emu::readable = {{xq, static_cast<size_t>(mv::xq_bytes(cols) * ncols)}};
     int64_t end = 0;
     for (size_t i = 0; i < nm; ++i) {
+        // fenced up to kN columns: a write for a column past ncols would land there
         const size_t n = static_cast<size_t>(rows[i] * ncols);
-        y[i].assign(n + 8, std::nanf(""));
+        y[i].assign(static_cast<size_t>(rows[i] * kN) + 8, std::nanf(""));
         if (init) std::copy((*init)[i].begin(), (*init)[i].end(), y[i].begin());
         for (size_t j = n; j < y[i].size(); ++j) y[i][j] = 12345.0f;
         mv_emu::readable.push_back({w[i].data(), w[i].size()});
@@ -390,7 +391,7 @@ void check_cols_type() {
     for (const auto& sh : shapes) {
         const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
         for (int ncols : {2, 5, 8}) {
-            const bool random_bytes = n % 2 == 1, accumulate = n % 3 == 2;
+            const bool random_bytes = (n / 2) % 2 == 1, accumulate = n % 3 == 2;  // independent of cfg (n % 2)
             const Config& cfg = kConfigs[n++ % 2];
             const auto w = weights(T, rows, cols, random_bytes, seed++);
             std::vector<std::vector<float>> xs, xd;

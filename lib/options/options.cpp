@@ -41,8 +41,9 @@ constexpr Def kTable[] = {
      "Decode steps replay a CUDA graph captured once per context (CUDA; read when a context is created); false "
      "launches every kernel each step (the same tokens, more CPU time per token)."},
     {Id::matvec_int8, "matvec_int8", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_RUNTIME, "true", 0, 0, "",
-     "Decode mat-vecs of q4_0, q8_0, q4_K and q6_K weights take their input as two int8 digits per value "
-     "(about 15 bits) on integer tensor cores (CUDA; read when a context is created); false keeps the f32 input."},
+     "Mat-vecs of q4_0, q8_0, q4_K and q6_K weights (a decode step, and chunks of 2 to 8 tokens in one read of "
+     "each weight) take their input as two int8 digits per value (about 15 bits) on integer tensor cores (CUDA; "
+     "read when a context is created); false keeps the f32 input for one token and the GEMMs for several."},
 };
 static_assert(sizeof kTable / sizeof kTable[0] == kCount, "one table row per option id");
 
