@@ -153,26 +153,9 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     return y;
 }
 
-// The input quantized by xq_put4 as quantize_x does it (a thread per 4 columns).
-std::vector<uint8_t> quantize(const std::vector<float>& x, const Config& cfg) {
-    const int64_t cols = static_cast<int64_t>(x.size());
-    std::vector<uint8_t> xq(static_cast<size_t>(mv::xq_bytes(cols)) + 16, 0x5a);
-    // 16-byte aligned start inside the vector (the kernels' loads of block records check it)
-    uint8_t* q = xq.data() + (16 - reinterpret_cast<uintptr_t>(xq.data()) % 16) % 16;
-    mv_emu::readable = {{x.data(), x.size() * sizeof(float)}};
-    const int threads = 128;  // as many CTAs as it takes
-    launch((cols / 4 + threads - 1) / threads, threads, 0, cfg, [&] {
-        const int64_t i = int64_t{blockIdx.x} * threads + threadIdx.x;
-        const bool valid = 4 * i < cols;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (valid) v = make_float4(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3]);
-        mv::xq_put4(v, 4 * i, cols, q, valid);
-    });
-    return {q, q + mv::xq_bytes(cols)};
-}
-
-// Several inputs quantized into one block-interleaved buffer (the layout of rows > 1), as quantize_x does
-// it for a few tokens; back: each input as the kernels see it.
+// Inputs quantized by xq_put4 as quantize_x does it (a thread per 4 columns), into one buffer: one
+// input in the one-row layout, several block-interleaved (the layout of rows > 1); back: each input as
+// the kernels see it.
 std::vector<int4> quantize_rows(const std::vector<std::vector<float>>& xs, const Config& cfg, std::vector<std::vector<float>>& back) {
     const int nrows = static_cast<int>(xs.size());
     const int64_t cols = static_cast<int64_t>(xs[0].size());
@@ -196,6 +179,14 @@ std::vector<int4> quantize_rows(const std::vector<std::vector<float>>& xs, const
     for (int r = 0; r < nrows; ++r)
         for (int64_t c = 0; c < cols; ++c) back[static_cast<size_t>(r)][static_cast<size_t>(c)] = mv::xq_value(q, cols, c, r, nrows);
     return buf;
+}
+
+// One input, its bytes.
+std::vector<uint8_t> quantize(const std::vector<float>& x, const Config& cfg) {
+    std::vector<std::vector<float>> back;
+    const auto buf = quantize_rows({x}, cfg, back);
+    const auto* q = reinterpret_cast<const uint8_t*>(buf.data());
+    return {q, q + mv::xq_bytes(static_cast<int64_t>(x.size()))};
 }
 
 // x as the int8 kernels see it: d (256 hi + lo) per column.
