@@ -414,8 +414,9 @@ private:
             // Many tokens: the norm also writes the f16 copy the GEMMs read; one: the int8 copy if wanted; a
             // few: the int8 copies when every weight of the group has the int8 path, else the f16 copy.
             const bool qkv_few = few && i8(L.wq) && i8(L.wk) && i8(L.wv);
+            const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
             cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single || qkv_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           (single && (i8(L.wq) || i8(L.wk) || i8(L.wv))) || qkv_few ? xq : nullptr);
+                           qkv_xq ? xq : nullptr);
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
@@ -455,8 +456,9 @@ private:
             }
 
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
+            const bool gate_up_xq = single ? i8(L.gate) || i8(L.up) : gate_up_few;
             cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single || gate_up_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           (single && (i8(L.gate) || i8(L.up))) || gate_up_few ? xq : nullptr);
+                           gate_up_xq ? xq : nullptr);
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized

@@ -153,7 +153,7 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
     // quantize_x) finishes, and fetch their first weights before pdl_wait.
     check(launch_pdl(matvec_mma_kernel<T, kI8, kN>, dim3(static_cast<unsigned>(g.grid)), dim3(32 * warps),
                      static_cast<size_t>(mma_smem_bytes<T, kI8, kN>(g.maxk, warps)), stream, seg, x, x_up, xq, static_cast<int>(cols),
-                     row_bytes_of<T>(cols), (rows + kTileRows - 1) / kTileRows, g.maxk, accumulate, ncols),
+                     row_bytes_of<T>(cols), tiles, g.maxk, accumulate, ncols),
           "matvec");
 }
 
