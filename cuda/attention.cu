@@ -1,104 +1,33 @@
-// The attention kernels of the forward pass and their launchers: a tiled prefill kernel, and for decode
-// a split-K flash-decoding kernel (one block per KV head and key chunk, all query heads of the group)
-// with a combine kernel. Checked against the CPU backend and a float64 reference in tests/test_cuda.cpp.
+// The attention kernels of the forward pass and their launchers: for prefill (two or more queries) the
+// tensor-core flash attention of cuda/attention_mma.cuh; for decode a split-K flash-decoding kernel (one
+// block per KV head and key chunk, all query heads of the group) with a combine kernel. Checked against the CPU backend and a float64 reference in tests/test_cuda.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
+#include "cuda/attention_mma.cuh"
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
 namespace minfer::cuda {
 namespace {
 
-// ---- prefill ---------------------------------------------------------------------------------------------
-// Keeps, per query, the running maximum m, the running sum l of exp(score - m) and the output
-// accumulator, rescaled when m grows (online softmax): no n x n buffer. A lane owns the output
-// dimensions 64c + 2*lane and 64c + 2*lane + 1 for c < P (head_dim = 64 * P), so V rows are read as
-// consecutive half2 words across the warp.
-
-// Prefill: a block of 4 warps takes 16 consecutive queries of one head (4 per warp) and walks the keys
-// in tiles of 32 staged in shared memory; lane j scores key j of the tile.
-template <int P>
-__global__ __launch_bounds__(128) void attn_prefill_kernel(const float* q, const __half* kc, const __half* vc, float* out,
-                                                            int n, int pos0, int n_head, int group, int kv_dim,
-                                                            float scale, KvMap kv) {
-    constexpr int HD = 64 * P, QB = 16, KT = 32, KS = HD + 2;  // K row stride: one spare word, no bank conflicts
-    __shared__ float qs[QB][HD];
-    __shared__ __align__(16) __half ks[KT][KS];
-    __shared__ __align__(16) __half vs[KT][HD];
-    const int h = blockIdx.y, kvh = h / group, t0 = blockIdx.x * QB;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t q_dim = static_cast<int64_t>(n_head) * HD;
-
-    for (int i = threadIdx.x; i < QB * HD; i += blockDim.x) {
-        const int tq = i / HD, d = i % HD;
-        qs[tq][d] = t0 + tq < n ? q[(t0 + tq) * q_dim + h * HD + d] : 0.0f;
-    }
-    float m[4], l[4], acc[4][2 * P];
-    for (int i = 0; i < 4; ++i) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-        for (int d = 0; d < 2 * P; ++d) acc[i][d] = 0.0f;
-    }
-    const int last = pos0 + min(n, t0 + QB) - 1;  // the last key any query of this block sees
-    for (int k0 = 0; k0 <= last; k0 += KT) {
-        __syncthreads();
-        for (int i = threadIdx.x; i < KT * HD / 2; i += blockDim.x) {
-            const int r = i / (HD / 2), w = i % (HD / 2), p = k0 + r;
-            uint32_t kw = 0, vw = 0;
-            if (p <= last) {
-                const int64_t off = kv_row(kv, 0, p) * kv_dim + kvh * HD;
-                kw = reinterpret_cast<const uint32_t*>(kc + off)[w];
-                vw = reinterpret_cast<const uint32_t*>(vc + off)[w];
-            }
-            *reinterpret_cast<uint32_t*>(&ks[r][2 * w]) = kw;
-            *reinterpret_cast<uint32_t*>(&vs[r][2 * w]) = vw;
-        }
-        __syncthreads();
-        for (int i = 0; i < 4; ++i) {
-            const int tq = warp * 4 + i, t = t0 + tq;
-            const int qpos = pos0 + t;
-            if (t >= n || k0 > qpos) continue;  // warp-uniform
-            const int p = k0 + lane;
-            float s = -INFINITY;
-            if (p <= qpos) {
-                float dot = 0.0f;
-                for (int d = 0; d < HD; d += 2) {
-                    const float2 kf = __half22float2(*reinterpret_cast<const __half2*>(&ks[lane][d]));
-                    dot += qs[tq][d] * kf.x + qs[tq][d + 1] * kf.y;
-                }
-                s = dot * scale;
-            }
-            const float m_new = fmaxf(m[i], warp_max(s));
-            const float pr = p <= qpos ? expf(s - m_new) : 0.0f;
-            const float alpha = expf(m[i] - m_new);
-            l[i] = l[i] * alpha + warp_sum(pr);
-            m[i] = m_new;
-            for (int d = 0; d < 2 * P; ++d) acc[i][d] *= alpha;
-            const int jn = min(KT, qpos - k0 + 1);
-            for (int j = 0; j < jn; ++j) {
-                const float pj = __shfl_sync(kFull, pr, j);
-                for (int c = 0; c < P; ++c) {
-                    const float2 vf = __half22float2(*reinterpret_cast<const __half2*>(&vs[j][64 * c + 2 * lane]));
-                    acc[i][2 * c] += pj * vf.x;
-                    acc[i][2 * c + 1] += pj * vf.y;
-                }
-            }
-        }
-    }
-    for (int i = 0; i < 4; ++i) {
-        const int t = t0 + warp * 4 + i;
-        if (t >= n) continue;
-        const float inv = 1.0f / l[i];
-        float* o = out + t * q_dim + h * HD;
-        for (int c = 0; c < P; ++c) {
-            o[64 * c + 2 * lane] = acc[i][2 * c] * inv;
-            o[64 * c + 2 * lane + 1] = acc[i][2 * c + 1] * inv;
-        }
-    }
+// ---- prefill: the tensor-core kernel of cuda/attention_mma.cuh ------------------------------------------
+template <int HD>
+void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
+                    int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+    static const bool sized = [] {  // more than the default 48 KiB for head_dim 128
+        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa::smem_bytes<HD>()),
+              "prefill attention shared memory");
+        return true;
+    }();
+    (void)sized;
+    const auto grid = static_cast<unsigned>(fa::grid_size(n, n_head));
+    fa::attn_prefill_mma_kernel<HD><<<grid, fa::kThreads, fa::smem_bytes<HD>(), stream>>>(q, kc, vc, out, n, pos0, n_head, group,
+                                                                                           kv_dim, qscale, kv);
+    check_launch("attention (prefill)");
 }
 
 // ---- decode: split-K flash-decoding -------------------------------------------------------------------
@@ -446,8 +375,8 @@ void check_attention_args(const __half* k_cache, const __half* v_cache, int n_he
         fail(MINFER_ERR_INTERNAL, "CUDA attention: the KV cache is not 16-byte aligned");
 }
 
-// scale * log2(e): the decode kernels work in the log2 domain.
-float decode_qscale(int head_dim) {
+// scale * log2(e): the kernels work in the log2 domain (exp2).
+float log2_qscale(int head_dim) {
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     return static_cast<float>(static_cast<double>(scale) * 1.4426950408889634);
 }
@@ -467,16 +396,13 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     const int group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     auto run = [&](auto p_tag) {
         constexpr int P = decltype(p_tag)::value;
         if (n == 1) {
-            launch_decode_heads<P>(q, k_cache, v_cache, partial, out, pos0 + 1, 1, n_head, n_head_kv, decode_qscale(head_dim), stream,
+            launch_decode_heads<P>(q, k_cache, v_cache, partial, out, pos0 + 1, 1, n_head, n_head_kv, log2_qscale(head_dim), stream,
                                    pos_dev, kv);
         } else {
-            attn_prefill_kernel<P><<<dim3(blocks_for(n, 16), n_head), 128, 0, stream>>>(q, k_cache, v_cache, out, n, pos0,
-                                                                                         n_head, group, kv_dim, scale, kv);
-            check_launch("attention (prefill)");
+            launch_prefill<64 * P>(q, k_cache, v_cache, out, n, pos0, n_head, group, kv_dim, log2_qscale(head_dim), stream, kv);
         }
     };
     switch (head_dim) {
@@ -492,8 +418,8 @@ void attention_decode_rows(const float* q, const __half* k_cache, const __half* 
     if (rows <= 0) return;
     if (!pos_dev) fail(MINFER_ERR_INTERNAL, "CUDA attention: decode rows need their positions on the device");
     switch (head_dim) {
-        case 64: launch_decode_heads<1>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, decode_qscale(head_dim), stream, pos_dev, kv); break;
-        case 128: launch_decode_heads<2>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, decode_qscale(head_dim), stream, pos_dev, kv); break;
+        case 64: launch_decode_heads<1>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv); break;
+        case 128: launch_decode_heads<2>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv); break;
         default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
     }
 }

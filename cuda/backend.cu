@@ -524,6 +524,28 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
     return out;
 }
 
+std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
+                                          const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim) {
+    cuda::Stream stream;
+    const size_t out_floats = static_cast<size_t>(n) * static_cast<size_t>(n_head) * static_cast<size_t>(head_dim);
+    DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(out_floats * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
+        dv(v16.size() * 2, nullptr, "V"), dpages(pages.size() * 4, nullptr, "page table");
+    check(cudaMemcpy(dq.as<void>(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload q");
+    check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");
+    check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
+    check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
+    check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    cuda::KvMap map;
+    map.pages = dpages.as<int32_t>();
+    map.stride = static_cast<int>(pages.size());
+    cuda::attention(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), n, pos0, n_head, n_head_kv, head_dim, nullptr,
+                    stream.get(), nullptr, map);
+    stream.sync("attention");
+    std::vector<float> out(out_floats);
+    check(cudaMemcpy(out.data(), dout.as<void>(), out_floats * 4, cudaMemcpyDeviceToHost), "download out");
+    return out;
+}
+
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                               const std::vector<int32_t>& pages, int stride, const std::vector<int32_t>& pos,
                                               int n_head, int n_head_kv, int head_dim) {

@@ -1,6 +1,7 @@
-// The inline-PTX operations of the decode mat-vec (cuda/matvec_impl.cuh): f16x2 arithmetic, the f16
-// tensor-core MMA, cp.async and a streaming load. Kept apart so that tests/emu can substitute host
-// emulations and run the kernels' device code on a CPU (tests/test_matvec_emu.cpp).
+// The inline-PTX operations of the decode mat-vec (cuda/matvec_impl.cuh) and the prefill attention
+// (cuda/attention_mma.cuh): f16x2 arithmetic, the tensor-core MMAs, ldmatrix, cp.async and a streaming
+// load. Kept apart so that tests/emu can substitute host emulations and run the kernels' device code on a
+// CPU (tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -64,6 +65,23 @@ __device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, ui
             : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
             : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b.x), "r"(b.y));
     }
+}
+
+// ldmatrix .x4 of 8x8 f16 matrices from shared memory: lanes 8i .. 8i+7 give the 16-byte-aligned row
+// addresses (shared space) of matrix i's rows 0 .. 7; r[i] of lane 4g + t is matrix i's row g, elements
+// 2t and 2t+1 (an MMA B fragment of keys x dims for S = Q K^T), or with .trans its elements (2t, g) and
+// (2t+1, g) (the B fragment of V[key][dim] for O = P V).
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
 }
 
 // Read-only loads of the quantized input (8 or 16 bytes of digits; a 16-byte block record), kept in L1.

@@ -156,6 +156,11 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
 // of a CUDA graph: the kernels find the key split themselves); the output is poisoned first.
 std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                          int L, int n_head, int n_head_kv, int head_dim, bool device_pos);
+// The prefill attention of n queries (q: [n][n_head * head_dim], token t at position pos0 + t) over the
+// positions 0 .. pos0 + n - 1 of one sequence in a paged cache (k16, v16: [pool rows][n_head_kv *
+// head_dim] f16 bit patterns; pages: its page table, pages of 16 rows); the output is poisoned first.
+std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
+                                          const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim);
 // The decode attention of `rows` sequences in one launch over a paged cache (k16, v16: [pool rows]
 // [n_head_kv * head_dim]): row r's query q[r] (q: [rows][n_head * head_dim]) at position pos[r] of the
 // sequence whose page table is pages[r * stride ..] (pages of 16 cache rows). Outputs poisoned first.

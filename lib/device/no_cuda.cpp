@@ -50,6 +50,10 @@ std::vector<float> cuda_attention_decode_rows(const std::vector<float>&, const s
                                               const std::vector<int32_t>&, int, const std::vector<int32_t>&, int, int, int) {
     no_cuda();
 }
+std::vector<float> cuda_attention_prefill(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
+                                          const std::vector<int32_t>&, int, int, int, int, int) {
+    no_cuda();
+}
 }  // namespace testing
 
 }  // namespace minfer::device

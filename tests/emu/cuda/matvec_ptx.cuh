@@ -1,5 +1,6 @@
-// Host emulation of the CUDA the decode mat-vec's device code uses (cuda/matvec_impl.cuh), for
-// tests/test_matvec_emu.cpp. It stands in for cuda/matvec_ptx.cuh (this directory comes first on the
+// Host emulation of the CUDA the decode mat-vec's and the prefill attention's device code use
+// (cuda/matvec_impl.cuh, cuda/attention_mma.cuh), for tests/test_matvec_emu.cpp and
+// tests/test_attention_emu.cpp. It stands in for cuda/matvec_ptx.cuh (this directory comes first on the
 // include path), so the kernels' own code runs on the CPU:
 //
 //  * CUDA keywords become nothing (or `static` for __shared__ arrays inside kernels), vector types and
@@ -11,7 +12,8 @@
 //  * f16x2 arithmetic is computed exactly and every result that f16 cannot hold exactly is counted (the
 //    kernels rely on exact integer arithmetic there);
 //  * mma.m16n8k16 gathers the 32 lanes' fragments with the register layouts of the PTX ISA and computes
-//    D = A B + C in double, rounded once to f32;
+//    D = A B + C in double, rounded once to f32; ldmatrix gathers the lanes' row addresses the same way
+//    and checks their alignment;
 //  * cp.async copies are queued per thread and land only at the wait that covers them (or at once, in
 //    eager mode): reading a slot early, or overwriting one still in use, changes the result. Every global
 //    read is checked against the buffers the test registered, 16-byte loads for alignment; shared-memory
@@ -431,6 +433,31 @@ inline void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t 
     mv_emu::sync_warp();
     for (int i = 0; i < 4; ++i) d[i] = w.id[l][i];
 }
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: each lane's row address into the exchange slots,
+// then every lane reads its elements from the rows of the lanes that name them.
+inline void ldsm(uint32_t (&r)[4], uint32_t addr, bool trans) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    if (addr % 16 != 0 || addr + 16 > kEmuSmemBytes) mv_emu::die("ldmatrix: a row address unaligned or past shared memory");
+    w.a[l][0] = addr;
+    mv_emu::sync_warp();
+    const int g = l >> 2, t = l & 3;
+    auto half_at = [](uint32_t a, int e) {
+        uint16_t v;
+        std::memcpy(&v, mv_smem + a + 2 * e, 2);
+        return static_cast<uint32_t>(v);
+    };
+    for (int i = 0; i < 4; ++i) {
+        if (trans)
+            r[i] = half_at(w.a[8 * i + 2 * t][0], g) | half_at(w.a[8 * i + 2 * t + 1][0], g) << 16;
+        else
+            r[i] = half_at(w.a[8 * i + g][0], 2 * t) | half_at(w.a[8 * i + g][0], 2 * t + 1) << 16;
+    }
+    mv_emu::sync_warp();
+}
+inline void ldsm_x4(uint32_t (&r)[4], uint32_t addr) { ldsm(r, addr, false); }
+inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) { ldsm(r, addr, true); }
+
 inline void pdl_wait() {}
 inline void pdl_launch_dependents() {}
 inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }

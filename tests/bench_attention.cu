@@ -1,0 +1,123 @@
+// Microbenchmark of the prefill attention (cuda::attention with n > 1: the tensor-core kernel of
+// cuda/attention_mma.cuh).
+//
+//   build/tests/bench_attention [--lengths 2048,8192,32768] [--reps N]
+//
+// For each length n and each shape (Qwen2.5-7B: 28 query heads over 4 KV heads of 128; Qwen2.5-0.5B: 14
+// over 2 of 64), one causal prefill of n tokens from position 0 over a contiguous f16 cache of random
+// values (q: normal, sd 1). Each launch is timed by its own pair of events, the median of N (default 10)
+// after a warm-up. TFLOP/s counts the causal work: 4 * head_dim * n_head * n (n + 1) / 2 (Q K^T and P V).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+
+namespace {
+
+void ck(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+        std::fprintf(stderr, "bench_attention: %s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
+
+__device__ __forceinline__ float unit(uint64_t v) {
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ull;
+    v ^= v >> 33;
+    return static_cast<float>(v >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+}
+// Roughly normal values (sum of four uniforms, centred, sd 1).
+__device__ __forceinline__ float roughly_normal(uint64_t seed, uint64_t i) {
+    float s = 0.0f;
+    for (int j = 0; j < 4; ++j) s += unit(seed * 0x9E3779B97F4A7C15ull + 4 * i + j);
+    return (s - 2.0f) * 1.7320508f;
+}
+__global__ void fill_f32(float* p, uint64_t n, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+        p[i] = roughly_normal(seed, i);
+}
+__global__ void fill_f16(__half* p, uint64_t n, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+        p[i] = __float2half_rn(roughly_normal(seed, i));
+}
+
+struct Shape {
+    const char* name;
+    int n_head, n_head_kv, head_dim;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::vector<int> lengths = {2048, 8192, 32768};
+    int reps = 10;
+    for (int i = 1; i < argc; ++i) {
+        if (!std::strcmp(argv[i], "--lengths") && i + 1 < argc) {
+            lengths.clear();
+            std::string s = argv[++i];
+            for (size_t at = 0; at <= s.size();) {
+                const size_t comma = std::min(s.find(',', at), s.size());
+                lengths.push_back(std::atoi(s.substr(at, comma - at).c_str()));
+                at = comma + 1;
+            }
+        } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = std::max(1, std::atoi(argv[++i]));
+        } else {
+            std::fprintf(stderr, "usage: bench_attention [--lengths 2048,8192,32768] [--reps N]\n");
+            return 2;
+        }
+    }
+    const Shape shapes[] = {{"qwen2-7b (28/4 heads, 128)", 28, 4, 128}, {"qwen2-0.5b (14/2 heads, 64)", 14, 2, 64}};
+    cudaStream_t stream;
+    ck(cudaStreamCreate(&stream), "stream");
+    cudaEvent_t e0, e1;
+    ck(cudaEventCreate(&e0), "event");
+    ck(cudaEventCreate(&e1), "event");
+    std::printf("| shape | tokens | ms (median of %d) | TFLOP/s |\n|---|---|---|---|\n", reps);
+    for (const Shape& sh : shapes) {
+        for (int n : lengths) {
+            if (n < 2) continue;
+            const size_t q_elems = static_cast<size_t>(n) * sh.n_head * sh.head_dim;
+            const size_t kv_elems = static_cast<size_t>(n) * sh.n_head_kv * sh.head_dim;
+            float *q = nullptr, *out = nullptr;
+            __half *k = nullptr, *v = nullptr;
+            ck(cudaMalloc(&q, q_elems * 4), "q");
+            ck(cudaMalloc(&out, q_elems * 4), "out");
+            ck(cudaMalloc(&k, kv_elems * 2), "K");
+            ck(cudaMalloc(&v, kv_elems * 2), "V");
+            fill_f32<<<1024, 256, 0, stream>>>(q, q_elems, 1);
+            fill_f16<<<1024, 256, 0, stream>>>(k, kv_elems, 2);
+            fill_f16<<<1024, 256, 0, stream>>>(v, kv_elems, 3);
+            ck(cudaGetLastError(), "fill");
+            std::vector<float> ms;
+            for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
+                ck(cudaEventRecord(e0, stream), "record");
+                minfer::cuda::attention(q, k, v, out, n, 0, sh.n_head, sh.n_head_kv, sh.head_dim, nullptr, stream);
+                ck(cudaEventRecord(e1, stream), "record");
+                ck(cudaEventSynchronize(e1), "run");
+                float t = 0;
+                ck(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+                if (r >= 0) ms.push_back(t);
+            }
+            std::sort(ms.begin(), ms.end());
+            const double med = ms[ms.size() / 2];
+            const double flop = 4.0 * sh.head_dim * sh.n_head * (static_cast<double>(n) * (n + 1) / 2);
+            std::printf("| %s | %d | %.3f | %.1f |\n", sh.name, n, med, flop / (med * 1e-3) / 1e12);
+            ck(cudaFree(q), "free");
+            ck(cudaFree(out), "free");
+            ck(cudaFree(k), "free");
+            ck(cudaFree(v), "free");
+        }
+    }
+    return 0;
+}
