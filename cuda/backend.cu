@@ -219,7 +219,7 @@ __half* PrefillGemm::input16(const float* x, int n, int64_t cols) {
 }
 
 void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
-                      const char* name, bool same_input) {
+                      const char* name, bool same_input, bool accumulate) {
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w_cols) * sizeof(__half) > a16_.bytes())
         fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(w_cols));
     if (!same_input || x != last_x_ || n != last_n_ || w_cols != last_cols_) to_f16(x, a16_.as<__half>(), int64_t{n} * w_cols, stream_);
@@ -228,7 +228,7 @@ void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t 
     const __half* b = static_cast<const __half*>(wd);
     if (type != quant::Type::F16) {
         if (m_.path == device::PrefillPath::fused) {
-            gemm_fused(type, a16_.as<__half>(), wd, out, n, rows, cols, stream_);
+            gemm_fused(type, a16_.as<__half>(), wd, out, n, rows, cols, stream_, accumulate);
             return;
         }
         b = m_.w16_of(wd);
@@ -239,8 +239,8 @@ void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t 
             b = w16_.as<__half>();
         }
     }
-    if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out, n, rows, cols);
-    else gemm_f16(a16_.as<__half>(), b, out, n, rows, cols, stream_);
+    if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out, n, rows, cols, accumulate);
+    else gemm_f16(a16_.as<__half>(), b, out, n, rows, cols, stream_, accumulate);
 }
 
 }  // namespace minfer::cuda

@@ -97,10 +97,10 @@ Cublas::~Cublas() {
     if (handle_) api().destroy(static_cast<cublasHandle_t>(handle_));
 }
 
-void Cublas::gemm(const __half* a, const __half* b, float* c, int m, int n, int k) {
+void Cublas::gemm(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate) {
     // Row-major C[m][n] is column-major C^T (n x m, ld n) = B (as k x n column-major, transposed) times
     // A (k x m column-major).
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     check_cublas(api().gemm_ex(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16F, k, a,
                                CUDA_R_16F, k, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");

@@ -22,8 +22,9 @@ public:
     ~Cublas();
     Cublas(const Cublas&) = delete;
     Cublas& operator=(const Cublas&) = delete;
-    // The contract of gemm_f16: C[m][n] = sum_k A[m][k] * B[n][k], f16 in, f32 accumulation and out.
-    void gemm(const __half* a, const __half* b, float* c, int m, int n, int k);
+    // The contract of gemm_f16: C[m][n] = sum_k A[m][k] * B[n][k] (accumulate: C[m][n] += the sum), f16
+    // in, f32 accumulation and out.
+    void gemm(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate = false);
 
 private:
     void* handle_ = nullptr;

@@ -7,9 +7,9 @@
 // prefill chunk) takes the prefill kernel, and consecutive single-token runs (decode tokens of different
 // sequences) share one decode launch. Per layer and chunk: RMSNorm; q, k, v projections; qkv_finish
 // (bias, q/k norm, RoPE and the f16 KV store in one kernel); attention; the output projection; RMSNorm;
-// gate and up projections; SwiGLU; the down projection. A single-token chunk (decode) adds the two
-// projections into the residual stream in the mat-vec's epilogue (no add kernel), runs q, k, v as one mat-vec launch and gate and up as
-// another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
+// gate and up projections; SwiGLU; the down projection. The output and down projections add into the
+// residual stream in the mat-vec's or the GEMM's epilogue (no add kernel). A single-token chunk (decode)
+// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
 // launches per layer for quantized weights (norm, qkv, qkv_finish, attention and its combine, output
 // projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
 // engine/forward.cpp over cuda/backend.cu's Ops. A chunk of 2 to 8 tokens (a decode step of a few
@@ -373,9 +373,10 @@ private:
         // in one read of each weight, where the weights allow; the GEMMs take the rest.
         const bool few = n > 1 && n <= cuda::kMatvecMaxCols;
         // same_input: `in` is the previous matmul's input (its f16 copy is reused).
-        auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate_single, bool same_input = false) {
-            if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate_single);
-            else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input);
+        // out = W in (accumulate: out += W in, the residual add in the mat-vec's or the GEMM's epilogue).
+        auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate, bool same_input = false) {
+            if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate);
+            else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input, accumulate);
         };
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
@@ -400,7 +401,6 @@ private:
             }
         };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
-        const int64_t nd = int64_t{n} * c.n_embd;
         cuda::KvMap per_token;  // each token's slot from slot_dev
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
@@ -448,11 +448,8 @@ private:
             if (i8(L.wo)) {
                 cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
-            } else if (single) {
-                matmul(L.wo, att, x, true);  // x += Wo att
             } else {
-                matmul(L.wo, att, xb, false);
-                cuda::add(x, xb, nd, s());
+                matmul(L.wo, att, x, true);  // x += Wo att
             }
 
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
@@ -479,8 +476,7 @@ private:
                     cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
                 } else {
                     cuda::swiglu_f16(gate, up, gemm_->input16(gate, n, c.n_ff), int64_t{n} * c.n_ff, s());
-                    matmul(L.down, gate, xb, false, true);
-                    cuda::add(x, xb, nd, s());
+                    matmul(L.down, gate, x, true, true);  // x += W_down h
                 }
             }
         }

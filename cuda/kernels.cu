@@ -93,7 +93,7 @@ struct LoadQuant {
 
 template <class LoadB>
 __global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict__ a, LoadB load_b,
-                                                       float* __restrict__ c, int M, int N, int K) {
+                                                       float* __restrict__ c, int M, int N, int K, bool accumulate) {
     using namespace nvcuda;
     __shared__ __align__(128) __half as[2][kBM * kLds];
     __shared__ __align__(128) __half bs[2][kBN * kLds];
@@ -145,7 +145,10 @@ __global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict_
             const int r0 = m0 + wm * 32 + i * 16, c0 = n0 + wn * 32 + j * 16;
             for (int e = lane; e < 256; e += 32) {
                 const int r = r0 + e / 16, col = c0 + e % 16;
-                if (r < M && col < N) c[static_cast<int64_t>(r) * N + col] = cs[warp][e];
+                if (r < M && col < N) {
+                    float& out = c[static_cast<int64_t>(r) * N + col];
+                    out = accumulate ? out + cs[warp][e] : cs[warp][e];
+                }
             }
             __syncwarp();
         }
@@ -388,18 +391,19 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
     check_launch("to_f16");
 }
 
-void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream) {
+void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate) {
     if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_f16: K = %d is not a multiple of 8", k);
     const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
-    gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadF16{b}, c, m, n, k);
+    gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadF16{b}, c, m, n, k, accumulate);
     check_launch("gemm_f16");
 }
 
-void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream) {
+void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate) {
     if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_fused: K = %d is not a multiple of 8", k);
     const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
     const bool known = dispatch_type(t, [&](auto tag) {
-        gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadQuant<decltype(tag)::value>{static_cast<const uint8_t*>(w)}, c, m, n, k);
+        gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadQuant<decltype(tag)::value>{static_cast<const uint8_t*>(w)}, c, m, n, k,
+                                                  accumulate);
     });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA fused GEMM: tensor type %d", static_cast<int>(t));
     check_launch("gemm_fused");

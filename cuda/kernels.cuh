@@ -61,11 +61,13 @@ void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, 
 // y[i] = f16(x[i]).
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream);
 // C[m][n] = sum_k A[m][k] * B[n][k]: f16 inputs, f32 accumulation and output, tensor cores (64x64 tiles,
-// cp.async double buffering). K must be a multiple of 8; M and N are arbitrary.
-void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream);
+// cp.async double buffering). K must be a multiple of 8; M and N are arbitrary. With accumulate, C[m][n] +=
+// the sum (a residual add in the epilogue).
+void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate = false);
 // The fused dequant-in-GEMM: as gemm_f16 with B = dequant(w) ([n] rows of k elements of type t), each B
 // tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
-void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream);
+void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream,
+                bool accumulate = false);
 
 // out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives). xq
 // (optional; dim a multiple of 32): also writes each row quantized as quantize_x would (matvec_xq_bytes(dim)

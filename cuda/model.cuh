@@ -149,10 +149,11 @@ public:
     ~PrefillGemm();
     PrefillGemm(const PrefillGemm&) = delete;
     PrefillGemm& operator=(const PrefillGemm&) = delete;
-    // out[t][r] = dot(W row r, x[t]) for t < n; `name` names the weight in errors. same_input: x is the
-    // input of the previous call and unchanged since, so its f16 copy is reused (q, k, v; gate, up).
+    // out[t][r] = dot(W row r, x[t]) for t < n (accumulate: out[t][r] += it, the residual add); `name`
+    // names the weight in errors. same_input: x is the input of the previous call and unchanged since, so
+    // its f16 copy is reused (q, k, v; gate, up).
     void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name,
-             bool same_input = false);
+             bool same_input = false, bool accumulate = false);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands.
     __half* input16(const float* x, int n, int64_t cols);
