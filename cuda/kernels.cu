@@ -44,9 +44,38 @@ __global__ void embed_kernel(const uint8_t* table, int64_t cols, const int32_t* 
     o[1] = make_float4(y[4], y[5], y[6], y[7]);
 }
 
-__global__ void to_f16_kernel(const float* x, __half* y, int64_t n) {
-    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = __float2half_rn(x[i]);
+// Element-wise kernels over f32 arrays take 4 elements per thread: one 16-byte load per input and an
+// 8-byte f16 store where the 4 lie inside the array and `vec` says the pointers allow it (inputs 16-byte,
+// output 8-byte aligned: vec_ok), element by element otherwise.
+constexpr int kVec = 4, kVecThreads = 256;
+inline unsigned vec_blocks(int64_t n) { return blocks_for((n + kVec - 1) / kVec, kVecThreads); }
+inline bool vec_ok(const void* in0, const void* in1, const void* out) {
+    return ((reinterpret_cast<uintptr_t>(in0) | reinterpret_cast<uintptr_t>(in1)) % 16 | reinterpret_cast<uintptr_t>(out) % 8) == 0;
+}
+
+// y[i .. i+3] = f(i) as f16 for the 4 elements of thread `i / 4` (f: element index -> float).
+template <class F>
+__device__ __forceinline__ void store4_f16(__half* y, int64_t i, int64_t n, bool vec, F f) {
+    if (vec && i + kVec <= n) {
+        const float4 v = f(i);
+        __half2 h[2] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+        *reinterpret_cast<uint2*>(y + i) = *reinterpret_cast<const uint2*>(h);
+    } else {
+        for (int64_t j = i; j < i + kVec && j < n; ++j) {
+            const float4 v = f(j);
+            y[j] = __float2half_rn(v.x);
+        }
+    }
+}
+// The 4 floats of p from i on (vec and inside n), else element i alone (in x).
+__device__ __forceinline__ float4 load4(const float* p, int64_t i, int64_t n, bool vec) {
+    if (vec && i + kVec <= n) return *reinterpret_cast<const float4*>(p + i);
+    return make_float4(p[i], 0.0f, 0.0f, 0.0f);
+}
+
+__global__ void to_f16_kernel(const float* x, __half* y, int64_t n, bool vec) {
+    const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+    if (i < n) store4_f16(y, i, n, vec, [&](int64_t at) { return load4(x, at, n, vec); });
 }
 
 // ---- f16 tensor-core GEMM ------------------------------------------------------------------------------
@@ -340,12 +369,15 @@ __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __ha
 }
 
 // silu(g) * u as f16 only: the input of the down projection's GEMM (the f32 product is not needed).
-__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t n) {
-    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < n) {
-        const float x = g[i];
-        out[i] = __float2half_rn(x / (1.0f + expf(-x)) * u[i]);
-    }
+__device__ __forceinline__ float silu_times(float x, float u) { return x / (1.0f + expf(-x)) * u; }
+
+__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t n, bool vec) {
+    const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+    if (i < n)
+        store4_f16(out, i, n, vec, [&](int64_t at) {
+            const float4 x = load4(g, at, n, vec), y = load4(u, at, n, vec);
+            return make_float4(silu_times(x.x, y.x), silu_times(x.y, y.y), silu_times(x.z, y.z), silu_times(x.w, y.w));
+        });
 }
 
 __global__ void swiglu_kernel(float* g, const float* u, int64_t n) {
@@ -387,7 +419,7 @@ void embed_rows(Type t, const void* table, int64_t cols, const int32_t* tokens, 
 }
 
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
-    to_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, y, n);
+    to_f16_kernel<<<vec_blocks(n), kVecThreads, 0, stream>>>(x, y, n, vec_ok(x, x, y));
     check_launch("to_f16");
 }
 
@@ -469,7 +501,7 @@ void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {
 }
 
 void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream) {
-    swiglu_f16_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, out, n);
+    swiglu_f16_kernel<<<vec_blocks(n), kVecThreads, 0, stream>>>(gate, up, out, n, vec_ok(gate, up, out));
     check_launch("swiglu_f16");
 }
 
