@@ -15,18 +15,25 @@ namespace minfer::cuda {
 namespace {
 
 // ---- prefill: the tensor-core kernel of cuda/attention_mma.cuh ------------------------------------------
+// Row tiles of 16 queries per warp (CTAs of 64 * MINFER_FA_MTILES queries): 2 reads each K and V fragment
+// from shared memory once for 32 rows (1: once per 16 rows; more CTAs for short prompts).
+#ifndef MINFER_FA_MTILES
+#define MINFER_FA_MTILES 2
+#endif
+static_assert(MINFER_FA_MTILES == 1 || MINFER_FA_MTILES == 2, "prefill attention: 1 or 2 row tiles per warp");
+
 template <int HD>
 void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
                     int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
-    static const bool sized = [] {  // more than the default 48 KiB for head_dim 128
-        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa::smem_bytes<HD>()),
+    constexpr int MT = MINFER_FA_MTILES, smem = fa::smem_bytes<HD, MT>();
+    static const bool sized = [] {  // more than the default 48 KiB
+        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
               "prefill attention shared memory");
         return true;
     }();
     (void)sized;
-    const auto grid = static_cast<unsigned>(fa::grid_size(n, n_head));
-    fa::attn_prefill_mma_kernel<HD><<<grid, fa::kThreads, fa::smem_bytes<HD>(), stream>>>(q, kc, vc, out, n, pos0, n_head, group,
-                                                                                           kv_dim, qscale, kv);
+    const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
+    fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, kv);
     check_launch("attention (prefill)");
 }
 

@@ -2,17 +2,18 @@
 // tests/test_attention_emu.cpp runs it on the CPU through tests/emu; cuda/attention.cu launches it.
 //
 // Causal grouped-query attention of n queries (token t at position pos0 + t) over the keys 0 ..
-// pos0 + n - 1 of a (paged) f16 KV cache. A CTA of 4 warps takes kRows = 64 consecutive queries of one
-// head, 16 per warp (one MMA row tile), and walks the keys up to its last query's position in tiles of
+// pos0 + n - 1 of a (paged) f16 KV cache. A CTA of 4 warps takes 64 * MT consecutive queries of one head,
+// 16 * MT per warp (MT MMA row tiles), and walks the keys up to its last query's position in tiles of
 // kKeys = 64. K and V tiles are copied to shared memory by cp.async in two stages (tile j + 1 in flight
 // while tile j is used). Per tile, a warp
-//  1. computes S = Q K^T for its 16 rows (f32 accumulators; Q pre-scaled by scale * log2(e) and rounded
-//     to f16 once, its A fragments held in registers for the whole walk; K's B fragments by ldmatrix),
+//  1. computes S = Q K^T for its rows (f32 accumulators; Q pre-scaled by scale * log2(e) and rounded to f16
+//     once into shared memory; Q's A fragments and K's B fragments by ldmatrix, each K fragment used for
+//     the MT row tiles),
 //  2. masks keys past each row's position (only tiles reaching past the warp's first position),
 //  3. updates each row's running maximum m and the lane's share of the row sum l of exp2(s - m) (online
 //     softmax in the log2 domain: the output and l are rescaled when m grows),
 //  4. rounds P to f16 straight into A fragments (two m16n8 accumulator tiles are one m16k16 A tile) and
-//     adds P V (V[key][dim] is the k x n operand: its B fragments by ldmatrix.trans).
+//     adds P V (V[key][dim] is the k x n operand: its B fragments by ldmatrix.trans, each used MT times).
 // Shared-memory rows are padded by 16 bytes, so the 8 row addresses of an ldmatrix phase hit distinct
 // banks. Keys past the last one of a tile repeat that key's row (finite; masked for every stored query).
 #pragma once
@@ -25,34 +26,42 @@
 namespace minfer::cuda::fa {
 
 constexpr int kWarps = 4, kThreads = 32 * kWarps;
-constexpr int kRows = 16 * kWarps;  // queries per CTA
-constexpr int kKeys = 64;           // keys per tile
+constexpr int kKeys = 64;  // keys per tile
 constexpr unsigned kAll = 0xffffffffu;
 
+// Queries per CTA with MT row tiles per warp.
+template <int MT>
+constexpr int rows_per_cta() {
+    return 16 * MT * kWarps;
+}
 // f16 elements per shared-memory row of head_dim HD.
 template <int HD>
 constexpr int row_stride() {
     return HD + 8;
 }
 // Dynamic shared memory of a CTA: the Q tile, then two stages of a K and a V tile.
-template <int HD>
+template <int HD, int MT>
 constexpr int smem_bytes() {
-    return (kRows + 4 * kKeys) * row_stride<HD>() * 2;
+    return (rows_per_cta<MT>() + 4 * kKeys) * row_stride<HD>() * 2;
 }
 // CTAs of a launch: one per (query tile, head).
-inline int64_t grid_size(int n, int n_head) { return int64_t{(n + kRows - 1) / kRows} * n_head; }
+template <int MT>
+inline int64_t grid_size(int n, int n_head) {
+    return int64_t{(n + rows_per_cta<MT>() - 1) / rows_per_cta<MT>()} * n_head;
+}
 
 // q: [n][n_head * HD] f32; kc, vc: one layer's cache, rows kv_row(kv, 0, position), kv_dim = n_head_kv *
 // HD; out like q. Query head h reads KV head h / group. qscale = log2(e) / sqrt(HD).
-template <int HD>
+template <int HD, int MT>
 __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float* q, const __half* kc, const __half* vc,
                                                                      float* out, int n, int pos0, int n_head, int group,
                                                                      int kv_dim, float qscale, KvMap kv) {
-    static_assert(HD % 16 == 0 && kKeys % 16 == 0, "whole MMA tiles");
+    static_assert(HD % 16 == 0 && kKeys % 16 == 0 && MT >= 1, "whole MMA tiles");
+    constexpr int kRows = rows_per_cta<MT>();
     constexpr int S = row_stride<HD>();
-    constexpr int kSteps = HD / 16;    // k-steps of Q K^T
-    constexpr int kNTiles = HD / 8;    // n-tiles of P V
-    constexpr int kKTiles = kKeys / 8; // n-tiles of Q K^T
+    constexpr int kSteps = HD / 16;     // k-steps of Q K^T
+    constexpr int kNTiles = HD / 8;     // n-tiles of P V
+    constexpr int kKTiles = kKeys / 8;  // n-tiles of Q K^T
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int g = lane >> 2, t = lane & 3;
     // Heads fastest; the last query tiles (the most keys) first.
@@ -92,17 +101,19 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
         d[1] = mv::pack_f16x2(v.z * qscale, v.w * qscale);
     }
     __syncthreads();
-    uint32_t qa[kSteps][4];
-    for (int kk = 0; kk < kSteps; ++kk) {
-        const int row = warp * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), col = kk * 16 + 8 * (lane >> 4);
-        mv::ldsm_x4(qa[kk], sbase + static_cast<uint32_t>((row * S + col) * 2));
-    }
 
-    float o[kNTiles][4];
-    for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8 of the warp
-    const int first_pos = pos0 + t0 + warp * 16;             // the warp's first query position
-    const bool active = t0 + warp * 16 < n;                   // the warp has a query to answer
+    const int w0 = warp * 16 * MT;  // the warp's first row in the CTA
+    float o[MT][kNTiles][4];
+    float m[MT][2], l[MT][2];  // rows g and g + 8 of each row tile
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        #pragma unroll
+        for (auto& x : o[mt]) x[0] = x[1] = x[2] = x[3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
+    const int first_pos = pos0 + t0 + w0;  // the warp's first query position
+    const bool active = t0 + w0 < n;        // the warp has a query to answer
 
     for (int j = 0; j < key_tiles; ++j) {
         if (j + 1 < key_tiles) {
@@ -113,71 +124,112 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
         }
         __syncthreads();
         const int k0 = j * kKeys;
-        if (active && k0 <= first_pos + 15) {  // warp-uniform: some row of the warp sees a key of the tile
+        if (active && k0 <= first_pos + 16 * MT - 1) {  // warp-uniform: some row of the warp sees a key of the tile
             const uint32_t kb = k_stage(j & 1), vb = v_stage(j & 1);
-            float s[kKTiles][4];
-            for (auto& x : s) x[0] = x[1] = x[2] = x[3] = 0.0f;
+            float s[MT][kKTiles][4];
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+                #pragma unroll
+                for (auto& x : s[mt]) x[0] = x[1] = x[2] = x[3] = 0.0f;
+            #pragma unroll
             for (int kk = 0; kk < kSteps; ++kk) {
+                uint32_t qa[MT][4];
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    // matrices: rows 0-7 and 8-15 of the row tile at dims kk*16, then at kk*16 + 8
+                    const int row = w0 + 16 * mt + (lane & 7) + 8 * ((lane >> 3) & 1), col = kk * 16 + 8 * (lane >> 4);
+                    mv::ldsm_x4(qa[mt], sbase + static_cast<uint32_t>((row * S + col) * 2));
+                }
+                #pragma unroll
                 for (int nt = 0; nt < kKTiles; nt += 2) {
                     // matrices: keys nt (dims kk*16, +8), keys nt + 1 (dims kk*16, +8)
                     const int key = nt * 8 + (lane & 7) + 8 * (lane >> 4), col = kk * 16 + 8 * ((lane >> 3) & 1);
                     uint32_t b[4];
                     mv::ldsm_x4(b, kb + static_cast<uint32_t>((key * S + col) * 2));
-                    mv::mma(s[nt], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], make_uint2(b[0], b[1]));
-                    mv::mma(s[nt + 1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], make_uint2(b[2], b[3]));
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mv::mma(s[mt][nt], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], make_uint2(b[0], b[1]));
+                        mv::mma(s[mt][nt + 1], qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3], make_uint2(b[2], b[3]));
+                    }
                 }
             }
-            if (k0 + kKeys - 1 > first_pos) {  // the causal diagonal crosses the tile
-                for (int nt = 0; nt < kKTiles; ++nt)
-                    for (int i = 0; i < 4; ++i)
-                        if (k0 + nt * 8 + 2 * t + (i & 1) > first_pos + g + 8 * (i >> 1)) s[nt][i] = -INFINITY;
-            }
-            for (int r = 0; r < 2; ++r) {
-                float mx = m[r];
-                for (int nt = 0; nt < kKTiles; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
-                const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
-                const float alpha = exp2f(m[r] - base);
-                m[r] = mx;
-                l[r] *= alpha;
-                for (int dn = 0; dn < kNTiles; ++dn) {
-                    o[dn][2 * r] *= alpha;
-                    o[dn][2 * r + 1] *= alpha;
+            #pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+                const int pos = first_pos + 16 * mt;  // the row tile's first position
+                if (k0 + kKeys - 1 > pos) {           // the causal diagonal crosses the tile
+                    #pragma unroll
+                    for (int nt = 0; nt < kKTiles; ++nt)
+                        #pragma unroll
+                        for (int i = 0; i < 4; ++i)
+                            if (k0 + nt * 8 + 2 * t + (i & 1) > pos + g + 8 * (i >> 1)) s[mt][nt][i] = -INFINITY;
                 }
-                for (int nt = 0; nt < kKTiles; ++nt) {
-                    s[nt][2 * r] = exp2f(s[nt][2 * r] - base);
-                    s[nt][2 * r + 1] = exp2f(s[nt][2 * r + 1] - base);
-                    l[r] += s[nt][2 * r] + s[nt][2 * r + 1];
+                #pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    float mx = m[mt][r];
+                    #pragma unroll
+                    for (int nt = 0; nt < kKTiles; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+                    const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
+                    const float alpha = exp2f(m[mt][r] - base);
+                    m[mt][r] = mx;
+                    l[mt][r] *= alpha;
+                    #pragma unroll
+                    for (int dn = 0; dn < kNTiles; ++dn) {
+                        o[mt][dn][2 * r] *= alpha;
+                        o[mt][dn][2 * r + 1] *= alpha;
+                    }
+                    #pragma unroll
+                    for (int nt = 0; nt < kKTiles; ++nt) {
+                        s[mt][nt][2 * r] = exp2f(s[mt][nt][2 * r] - base);
+                        s[mt][nt][2 * r + 1] = exp2f(s[mt][nt][2 * r + 1] - base);
+                        l[mt][r] += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+                    }
                 }
             }
+            #pragma unroll
             for (int kk = 0; kk < kKeys / 16; ++kk) {
-                const uint32_t a0 = mv::pack_f16x2(s[2 * kk][0], s[2 * kk][1]), a1 = mv::pack_f16x2(s[2 * kk][2], s[2 * kk][3]);
-                const uint32_t a2 = mv::pack_f16x2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-                const uint32_t a3 = mv::pack_f16x2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+                uint32_t pa[MT][4];
+                #pragma unroll
+                for (int mt = 0; mt < MT; ++mt) {
+                    pa[mt][0] = mv::pack_f16x2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    pa[mt][1] = mv::pack_f16x2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    pa[mt][2] = mv::pack_f16x2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    pa[mt][3] = mv::pack_f16x2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
+                #pragma unroll
                 for (int dn = 0; dn < kNTiles; dn += 2) {
                     // matrices: keys kk*16 (+8) x dims dn, then the same keys x dims dn + 1; transposed
                     const int key = kk * 16 + (lane & 7) + 8 * ((lane >> 3) & 1), col = dn * 8 + 8 * (lane >> 4);
                     uint32_t b[4];
                     mv::ldsm_x4_trans(b, vb + static_cast<uint32_t>((key * S + col) * 2));
-                    mv::mma(o[dn], a0, a1, a2, a3, make_uint2(b[0], b[1]));
-                    mv::mma(o[dn + 1], a0, a1, a2, a3, make_uint2(b[2], b[3]));
+                    #pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mv::mma(o[mt][dn], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], make_uint2(b[0], b[1]));
+                        mv::mma(o[mt][dn + 1], pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3], make_uint2(b[2], b[3]));
+                    }
                 }
             }
         }
         __syncthreads();  // stage j & 1 is free for tile j + 2
     }
 
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(kAll, l[r], 1);
-        l[r] += __shfl_xor_sync(kAll, l[r], 2);
-        const int tq = t0 + warp * 16 + g + 8 * r;
-        if (!active || tq >= n) continue;
-        const float inv = 1.0f / l[r];
-        float* dst = out + tq * q_dim + int64_t{h} * HD + 2 * t;
-        for (int dn = 0; dn < kNTiles; ++dn) {
-            dst[dn * 8] = o[dn][2 * r] * inv;
-            dst[dn * 8 + 1] = o[dn][2 * r + 1] * inv;
+    #pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        #pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float sum = l[mt][r];
+            sum += __shfl_xor_sync(kAll, sum, 1);
+            sum += __shfl_xor_sync(kAll, sum, 2);
+            const int tq = t0 + w0 + 16 * mt + g + 8 * r;
+            if (!active || tq >= n) continue;
+            const float inv = 1.0f / sum;
+            float* dst = out + tq * q_dim + int64_t{h} * HD + 2 * t;
+            #pragma unroll
+            for (int dn = 0; dn < kNTiles; ++dn) {
+                dst[dn * 8] = o[mt][dn][2 * r] * inv;
+                dst[dn * 8 + 1] = o[mt][dn][2 * r + 1] * inv;
+            }
         }
     }
 }

@@ -111,7 +111,7 @@ std::vector<double> reference(const Case& cs, const std::vector<float>& q, const
     return out;
 }
 
-template <int HD>
+template <int HD, int MT>
 std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache& c, const Config& cfg) {
     const size_t n_out = static_cast<size_t>(cs.n) * static_cast<size_t>(cs.n_head) * HD;
     std::vector<float> out(n_out + 64, std::nanf(""));
@@ -126,19 +126,19 @@ std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache&
     const float qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(HD)));
     const auto* kc = reinterpret_cast<const __half*>(c.k.data());
     const auto* vc = reinterpret_cast<const __half*>(c.v.data());
-    const size_t smem = static_cast<size_t>(fa::smem_bytes<HD>());
+    const size_t smem = static_cast<size_t>(fa::smem_bytes<HD, MT>());
     REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
     auto& rt = mv_emu::rt;
     rt.reverse = cfg.reverse;
     rt.eager = cfg.eager;
-    const int64_t grid = fa::grid_size(cs.n, cs.n_head);
+    const int64_t grid = fa::grid_size<MT>(cs.n, cs.n_head);
     rt.grid = {static_cast<unsigned>(grid), 1, 1};
     std::mt19937 rng(static_cast<unsigned>(grid));
     for (int64_t b = 0; b < grid; ++b) {
         for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
         std::memset(mv::mv_smem + smem, 0xa5, 64);
         mv_emu::run_cta(static_cast<unsigned>(b), fa::kThreads, [&] {
-            fa::attn_prefill_mma_kernel<HD>(q.data(), kc, vc, out.data(), cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv,
+            fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv,
                                             c.kv_dim, qscale, kv);
         });
         REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
@@ -176,12 +176,16 @@ TEST_CASE("prefill attention (tensor cores, emulated): against a float64 attenti
         const auto q = normal(static_cast<size_t>(cs.n) * cs.n_head * cs.hd, seed + 3, 2.0f);  // sd 2: peaked rows
         seed += 4;
         const auto ref = reference(cs, q, c);
-        for (const Config& cfg : kConfigs) {
-            CAPTURE(cfg.reverse);
-            const auto out = cs.hd == 64 ? run<64>(cs, q, c, cfg) : run<128>(cs, q, c, cfg);
-            const double err = rel_l2(out, ref);
-            MESSAGE("rel L2 " << err);
-            CHECK(err < 1e-3);
+        for (int mt : {1, 2}) {
+            CAPTURE(mt);
+            for (const Config& cfg : kConfigs) {
+                CAPTURE(cfg.reverse);
+                const auto out = cs.hd == 64 ? (mt == 1 ? run<64, 1>(cs, q, c, cfg) : run<64, 2>(cs, q, c, cfg))
+                                             : (mt == 1 ? run<128, 1>(cs, q, c, cfg) : run<128, 2>(cs, q, c, cfg));
+                const double err = rel_l2(out, ref);
+                MESSAGE("rel L2 " << err);
+                CHECK(err < 1e-3);
+            }
         }
     }
 }

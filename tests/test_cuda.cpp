@@ -684,9 +684,9 @@ std::string synth_model(const std::string& preset, const std::string& mix) {
     return path;
 }
 
-minfer_model* open_on(const std::string& path, const char* device_name) {
+minfer_model* open_on(const std::string& path, const char* device_name, const char* ctx_len = "512") {
     const char* k[] = {"device", "ctx_len"};
-    const char* v[] = {device_name, "512"};
+    const char* v[] = {device_name, ctx_len};
     minfer_model* m = nullptr;
     REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 2, &m) == MINFER_OK, minfer_last_error());
     REQUIRE(std::string(minfer_model_device(m)) == device_name);
@@ -765,6 +765,48 @@ TEST_SUITE("cuda") {
                     MESSAGE(preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
                     CHECK(c.err < kCudaBound);
                 }
+            }
+    }
+
+    // Prompts of 1, 17, 512 and 2,100 tokens in one call each (the 2,100 in two chunks the backend picks
+    // itself past its 2,048-token chunk), and the 2,100 fed as 1,000 + 1,100 (the second call continuing
+    // from the cache), against the float64 reference: the tensor-core prefill attention over many key
+    // tiles and query tiles, through whole models. Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention
+    // and the GEMM inputs do not depend on the weight type; the test above covers every type at 108 tokens).
+    TEST_CASE("whole models: prompts of 1, 17, 512 and 2,100 tokens, in one call and in two, against float64") {
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
+            for (const std::string mix : {"f16", "q8_0", "q4_K_M"}) {
+                CAPTURE(preset);
+                CAPTURE(mix);
+                const std::string path = synth_model(preset, mix);
+                const auto file = minfer::gguf::File::open(path);
+                minfer_model* m = open_on(path, "cuda", "2200");
+                const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(m));
+                std::mt19937 rng(17);
+                std::vector<int32_t> toks(2100);
+                for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+                std::vector<double> ref_all;
+                for (size_t n : {size_t{1}, size_t{17}, size_t{512}, size_t{2100}}) {
+                    CAPTURE(n);
+                    minfer_context* c = nullptr;
+                    REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                    REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), n) == MINFER_OK, minfer_last_error());
+                    const auto ref = test::ref::logits(*file, std::vector<int32_t>(toks.begin(), toks.begin() + static_cast<long>(n)));
+                    const double err = rel_l2(logits_of(c, n_vocab), ref);
+                    MESSAGE(preset, " ", mix, " prompt of ", n, ": rel L2 ", err);
+                    CHECK(err < kCudaBound);
+                    if (n == 2100) ref_all.assign(ref.begin(), ref.end());
+                    minfer_context_free(c);
+                }
+                minfer_context* c = nullptr;
+                REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), 1000) == MINFER_OK, minfer_last_error());
+                REQUIRE_MESSAGE(minfer_prefill(c, toks.data() + 1000, 1100) == MINFER_OK, minfer_last_error());
+                const double err = rel_l2(logits_of(c, n_vocab), ref_all);
+                MESSAGE(preset, " ", mix, " prompt of 1000 + 1100: rel L2 ", err);
+                CHECK(err < kCudaBound);
+                minfer_context_free(c);
+                minfer_close(m);
             }
     }
 
