@@ -15,17 +15,18 @@ namespace minfer::cuda {
 namespace {
 
 // ---- prefill: the tensor-core kernel of cuda/attention_mma.cuh ------------------------------------------
-// Row tiles of 16 queries per warp (CTAs of 64 * MINFER_FA_MTILES queries): 2 reads each K and V fragment
-// from shared memory once for 32 rows (1: once per 16 rows; more CTAs for short prompts).
+// Row tiles of 16 queries per warp: MINFER_FA_MTILES (2: CTAs of 128 queries, each K and V fragment read
+// from shared memory once for 32 rows) for long prompts; one (CTAs of 64) for chunks of at most 64 tokens,
+// where a second row tile would mostly compute rows past the chunk (a few-token chunk: half the work).
 #ifndef MINFER_FA_MTILES
 #define MINFER_FA_MTILES 2
 #endif
 static_assert(MINFER_FA_MTILES == 1 || MINFER_FA_MTILES == 2, "prefill attention: 1 or 2 row tiles per warp");
 
-template <int HD>
-void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
-                    int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
-    constexpr int MT = MINFER_FA_MTILES, smem = fa::smem_bytes<HD, MT>();
+template <int HD, int MT>
+void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
+                       int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+    constexpr int smem = fa::smem_bytes<HD, MT>();
     static const bool sized = [] {  // more than the default 48 KiB
         check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
               "prefill attention shared memory");
@@ -35,6 +36,13 @@ void launch_prefill(const float* q, const __half* kc, const __half* vc, float* o
     const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
     fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, kv);
     check_launch("attention (prefill)");
+}
+
+template <int HD>
+void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
+                    int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+    if (n <= fa::rows_per_cta<1>()) launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+    else launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
 }
 
 // ---- decode: split-K flash-decoding -------------------------------------------------------------------
