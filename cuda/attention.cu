@@ -16,23 +16,38 @@ namespace {
 
 // ---- prefill: the tensor-core kernel of cuda/attention_mma.cuh ------------------------------------------
 // Row tiles of 16 queries per warp: MINFER_FA_MTILES (2: CTAs of 128 queries, each K and V fragment read
-// from shared memory once for 32 rows) for long prompts; one (CTAs of 64) for chunks of at most 64 tokens,
-// where a second row tile would mostly compute rows past the chunk (a few-token chunk: half the work).
+// from shared memory once for 32 rows) for long prompts where the device's shared memory allows it; one
+// (CTAs of 64) for chunks of at most 64 tokens, where a second row tile would mostly compute rows past the
+// chunk (a few-token chunk: half the work), and on GPUs with 99 KiB per block.
 #ifndef MINFER_FA_MTILES
 #define MINFER_FA_MTILES 2
 #endif
 static_assert(MINFER_FA_MTILES == 1 || MINFER_FA_MTILES == 2, "prefill attention: 1 or 2 row tiles per warp");
 
+// True when the kernel's shared memory fits a CTA of this device (the two-tile head_dim-128 CTA takes
+// 102 KiB: more than sm_86/sm_89/sm_120 allow, 99 KiB); the attribute is raised past the default 48 KiB.
+template <int HD, int MT>
+bool prefill_fits() {
+    static const bool fits = [] {
+        int dev = 0, optin = 0;
+        check(cudaGetDevice(&dev), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+        if (fa::smem_bytes<HD, MT>() > optin) return false;
+        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   fa::smem_bytes<HD, MT>()),
+              "prefill attention shared memory");
+        return true;
+    }();
+    return fits;
+}
+
 template <int HD, int MT>
 void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
                        int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     constexpr int smem = fa::smem_bytes<HD, MT>();
-    static const bool sized = [] {  // more than the default 48 KiB
-        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-              "prefill attention shared memory");
-        return true;
-    }();
-    (void)sized;
+    if (!prefill_fits<HD, MT>())
+        fail(MINFER_ERR_UNSUPPORTED, "CUDA prefill attention: head_dim %d needs %d bytes of shared memory per block, more than this GPU allows",
+             HD, smem);
     const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
     fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, kv);
     check_launch("attention (prefill)");
@@ -41,8 +56,12 @@ void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float
 template <int HD>
 void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
                     int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
-    if (n <= fa::rows_per_cta<1>()) launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
-    else launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+    if (reinterpret_cast<uintptr_t>(q) % 16 != 0)  // q is read in 16-byte pieces
+        fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: q is not 16-byte aligned");
+    if (n > fa::rows_per_cta<1>() && prefill_fits<HD, MINFER_FA_MTILES>())
+        launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+    else
+        launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
 }
 
 // ---- decode: split-K flash-decoding -------------------------------------------------------------------
@@ -385,7 +404,7 @@ void launch_decode_heads(const float* q, const __half* kc, const __half* vc, flo
 void check_attention_args(const __half* k_cache, const __half* v_cache, int n_head, int n_head_kv) {
     if (n_head_kv < 1 || n_head % n_head_kv != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA attention: %d query heads over %d KV heads", n_head, n_head_kv);
-    // The decode kernel copies 16-byte pieces of the cache rows (a row of a KV head is head_dim * 2 bytes).
+    // The kernels copy 16-byte pieces of the cache rows (a row of a KV head is head_dim * 2 bytes).
     if ((reinterpret_cast<uintptr_t>(k_cache) | reinterpret_cast<uintptr_t>(v_cache)) % 16 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA attention: the KV cache is not 16-byte aligned");
 }

@@ -9,13 +9,13 @@
 //  1. computes S = Q K^T for its rows (f32 accumulators; Q pre-scaled by scale * log2(e) and rounded to f16
 //     once into shared memory; Q's A fragments and K's B fragments by ldmatrix, each K fragment used for
 //     the MT row tiles),
-//  2. masks keys past each row's position (only tiles reaching past the warp's first position),
+//  2. masks keys past each row's position (only in tiles reaching past the row tile's first position),
 //  3. updates each row's running maximum m and the lane's share of the row sum l of exp2(s - m) (online
 //     softmax in the log2 domain: the output and l are rescaled when m grows),
 //  4. rounds P to f16 straight into A fragments (two m16n8 accumulator tiles are one m16k16 A tile) and
 //     adds P V (V[key][dim] is the k x n operand: its B fragments by ldmatrix.trans, each used MT times).
 // Shared-memory rows are padded by 16 bytes, so the 8 row addresses of an ldmatrix phase hit distinct
-// banks. Keys past the last one of a tile repeat that key's row (finite; masked for every stored query).
+// banks. Keys past the CTA's last key (`last`) repeat that key's row (finite; masked for every stored query).
 #pragma once
 
 #include <cstdint>

@@ -436,14 +436,16 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
     return out;
 }
 
-std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k) {
+std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
+                                 const std::vector<float>* c0) {
     cuda::Stream stream;
     DeviceMemory da(a.size() * 2, nullptr, "A"), db(b.size() * 2, nullptr, "B"),
         dc(static_cast<uint64_t>(m) * n * 4, nullptr, "C");
     check(cudaMemcpy(da.as<void>(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), "upload A");
     check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
-    check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
-    cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get());
+    if (c0) check(cudaMemcpy(dc.as<void>(), c0->data(), dc.bytes(), cudaMemcpyHostToDevice), "upload C");
+    else check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
+    cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get(), c0 != nullptr);
     stream.sync("gemm_f16");
     std::vector<float> c(static_cast<size_t>(m) * n);
     check(cudaMemcpy(c.data(), dc.as<void>(), c.size() * 4, cudaMemcpyDeviceToHost), "download C");
@@ -526,6 +528,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
 
 std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                           const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim) {
+    if (n < 2) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_attention_prefill: n = %d (the prefill kernel takes two or more queries)", n);
     cuda::Stream stream;
     const size_t out_floats = static_cast<size_t>(n) * static_cast<size_t>(n_head) * static_cast<size_t>(head_dim);
     DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(out_floats * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),

@@ -1,7 +1,7 @@
 // The tensor-core prefill attention's device code (cuda/attention_mma.cuh) run on the CPU through the CUDA
 // emulation in tests/emu/cuda/matvec_ptx.cuh, against a float64 causal attention over the same f16 KV
-// cache: head_dim 64 and 128, query groups of 1, 4 and 7 heads per KV head, query counts that are not
-// multiples of the 64-query or 64-key tiles, a continuation from a filled cache, a shuffled page table.
+// cache: head_dim 64 and 128, one and two 16-row tiles per warp, query groups of 1, 4 and 7 heads per KV
+// head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a continuation from a filled cache, a shuffled page table.
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes: missing barriers and early
 // reads change the result. The output is poisoned with NaN and fenced. No GPU is needed; cuda_tests
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/attention_mma.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "emu_test.h"
 #include "quant/f16.h"
 
 namespace {
@@ -23,29 +24,11 @@ namespace {
 namespace fa = minfer::cuda::fa;
 namespace mv = minfer::cuda::mv;
 namespace quant = minfer::quant;
+using emu_test::Config;
+using emu_test::kConfigs;
+using emu_test::normal;
+using emu_test::rel_l2;
 
-struct Config {
-    bool reverse, eager, nan_fill;
-};
-const Config kConfigs[] = {{false, false, true}, {true, true, false}};
-
-std::vector<float> normal(size_t n, uint64_t seed, float sd) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> nd(0.0f, sd);
-    std::vector<float> v(n);
-    for (float& f : v) f = nd(rng);
-    return v;
-}
-
-double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        num += (a[i] - ref[i]) * (a[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-300));
-}
 
 struct Case {
     int n_head, n_head_kv, hd, n, pos0;
@@ -127,23 +110,10 @@ std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache&
     const auto* kc = reinterpret_cast<const __half*>(c.k.data());
     const auto* vc = reinterpret_cast<const __half*>(c.v.data());
     const size_t smem = static_cast<size_t>(fa::smem_bytes<HD, MT>());
-    REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
-    auto& rt = mv_emu::rt;
-    rt.reverse = cfg.reverse;
-    rt.eager = cfg.eager;
-    const int64_t grid = fa::grid_size<MT>(cs.n, cs.n_head);
-    rt.grid = {static_cast<unsigned>(grid), 1, 1};
-    std::mt19937 rng(static_cast<unsigned>(grid));
-    for (int64_t b = 0; b < grid; ++b) {
-        for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
-        std::memset(mv::mv_smem + smem, 0xa5, 64);
-        mv_emu::run_cta(static_cast<unsigned>(b), fa::kThreads, [&] {
-            fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv,
-                                            c.kv_dim, qscale, kv);
-        });
-        REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
-                        "shared memory written past its size");
-    }
+    emu_test::launch(fa::grid_size<MT>(cs.n, cs.n_head), fa::kThreads, smem, cfg, [&] {
+        fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv, c.kv_dim,
+                                            qscale, kv);
+    });
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
     out.resize(n_out);
@@ -155,7 +125,8 @@ std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache&
 // The kernel rounds q * scale * log2(e) and the softmax weights to f16 (the MMA operands) and sums in f32:
 // 2.2e-4 to 3.4e-4 of relative L2 from the float64 attention (printed); bound 1e-3. Planted bugs measured
 // 1.5e-3 and more: the last key of each query tile missing (1.5e-3 to 4.7e-2), one key too many per row
-// (2.5e-2 to 0.59), no rescale of l, a wrong KV head, a tile read before its copies landed (0.02 to inf).
+// (2.5e-2 to 0.59), one too few (the diagonal masked: 0.02 to inf), the second row tile masked as the
+// first (0.2 to 0.62), no rescale of l, a wrong KV head, a tile read before its copies landed (0.02 to inf).
 TEST_CASE("prefill attention (tensor cores, emulated): against a float64 attention over the f16 cache") {
     const Case cases[] = {
         {2, 2, 64, 17, 0},     // group 1, one partial query tile

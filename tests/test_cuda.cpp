@@ -133,23 +133,30 @@ TEST_SUITE("cuda") {
             std::vector<uint16_t> a(af.size()), b(bf.size());
             for (size_t i = 0; i < a.size(); ++i) a[i] = quant::f32_to_f16(af[i]);
             for (size_t i = 0; i < b.size(); ++i) b[i] = quant::f32_to_f16(bf[i]);
-            const std::vector<float> c = device::testing::cuda_gemm_f16(a, b, m, n, k);
-            double worst = 0;
-            for (int i = 0; i < m; ++i)
-                for (int j = 0; j < n; ++j) {
-                    double ref = 0, mag = 0;
-                    for (int p = 0; p < k; ++p) {
-                        const double prod = static_cast<double>(quant::f16_to_f32(a[static_cast<size_t>(i) * k + p])) *
-                                            quant::f16_to_f32(b[static_cast<size_t>(j) * k + p]);
-                        ref += prod;
-                        mag += std::fabs(prod);
+            // Plain, and accumulating into C (the residual add of the epilogue): C = c0 + A B^T with c0 of the
+            // products' magnitude, so a dropped or doubled c0 is an error of order 1.
+            const std::vector<float> c0 = normal(static_cast<size_t>(m) * n, seed++, 0.0f, static_cast<float>(std::sqrt(k)));
+            for (const std::vector<float>* init : {static_cast<const std::vector<float>*>(nullptr), &c0}) {
+                CAPTURE(init != nullptr);
+                const std::vector<float> c = device::testing::cuda_gemm_f16(a, b, m, n, k, init);
+                double worst = 0;
+                for (int i = 0; i < m; ++i)
+                    for (int j = 0; j < n; ++j) {
+                        const size_t at = static_cast<size_t>(i) * n + j;
+                        double ref = init ? c0[at] : 0.0, mag = init ? std::fabs(c0[at]) : 0.0;
+                        for (int p = 0; p < k; ++p) {
+                            const double prod = static_cast<double>(quant::f16_to_f32(a[static_cast<size_t>(i) * k + p])) *
+                                                quant::f16_to_f32(b[static_cast<size_t>(j) * k + p]);
+                            ref += prod;
+                            mag += std::fabs(prod);
+                        }
+                        const float got = c[at];
+                        REQUIRE_MESSAGE(std::isfinite(got), "C[", i, "][", j, "] was not written");
+                        // f16 x f16 products are exact in f32; only the f32 accumulation (and the add) rounds.
+                        worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
                     }
-                    const float got = c[static_cast<size_t>(i) * n + j];
-                    REQUIRE_MESSAGE(std::isfinite(got), "C[", i, "][", j, "] was not written");
-                    // f16 x f16 products are exact in f32; only the f32 accumulation rounds.
-                    worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
-                }
-            CHECK(worst < 1e-5);
+                CHECK(worst < 1e-5);
+            }
         }
     }
 
@@ -771,7 +778,7 @@ TEST_SUITE("cuda") {
     // Prompts of 1, 17, 512 and 2,100 tokens in one call each (the 2,100 in two chunks the backend picks
     // itself past its 2,048-token chunk), and the 2,100 fed as 1,000 + 1,100 (the second call continuing
     // from the cache), against the float64 reference: the tensor-core prefill attention over many key
-    // tiles and query tiles, through whole models. Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention
+    // tiles and query tiles, through whole models (the 1-token prompt takes the decode path). Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention
     // and the GEMM inputs do not depend on the weight type; the test above covers every type at 108 tokens).
     TEST_CASE("whole models: prompts of 1, 17, 512 and 2,100 tokens, in one call and in two, against float64") {
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
@@ -1052,9 +1059,11 @@ TEST_SUITE("cuda") {
 
     // The tensor-core prefill kernel against a float64 causal attention over the same f16 cache (the
     // emulator test, tests/test_attention_emu.cpp, measured 2.2e-4 to 3.4e-4 for the kernel's f16 rounding
-    // of q and of the softmax weights; bound 1e-3, planted bugs 1.5e-3 and more): head_dim 64 and 128,
-    // groups of 1, 4 and 7, lengths off the 64-query and 64-key tiles up to 2,100, continuations from a
-    // filled cache, a shuffled page table; the output poisoned first.
+    // of q and of the softmax weights, and planted bugs at 1.5e-3 and more, on up to 145 keys; bound 1e-3):
+    // head_dim 64 and 128, groups of 1, 4 and 7, lengths off the query and key tiles up to 2,100,
+    // continuations from a filled cache, a shuffled page table; the output poisoned first. At 2,100 keys
+    // a bug that drops one key per row shifts less than it does there: the emulator test is the one that
+    // catches those; this one checks the kernel on the GPU at real lengths.
     TEST_CASE("attention prefill: tensor-core kernel against float64 over a paged f16 cache") {
         struct Shape {
             int hd, n_head, n_head_kv, n, pos0;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cuda/matvec_impl.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "emu_test.h"
 #include "quant/f16.h"
 #include "quant/quant.h"
 #include "quant/types.h"
@@ -25,19 +26,12 @@ namespace {
 using minfer::quant::Type;
 namespace mv = minfer::cuda::mv;
 namespace quant = minfer::quant;
+using emu_test::Config;
+using emu_test::kConfigs;
+using emu_test::launch;
+using emu_test::normal;
+using emu_test::rel_l2;
 
-struct Config {
-    bool reverse, eager, nan_fill;
-};
-const Config kConfigs[] = {{false, false, true}, {true, true, false}};
-
-std::vector<float> normal(size_t n, uint64_t seed, float sd = 1.0f) {
-    std::mt19937_64 rng(seed);
-    std::normal_distribution<float> nd(0.0f, sd);
-    std::vector<float> v(n);
-    for (float& f : v) f = nd(rng);
-    return v;
-}
 
 // Byte offsets of the f16 scale fields of a block (-1: none).
 void scale_fields(Type t, int& f0, int& f1) {
@@ -106,33 +100,6 @@ std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t row
     return y;
 }
 
-double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        if (!std::isfinite(a[i])) return INFINITY;
-        num += (a[i] - ref[i]) * (a[i] - ref[i]);
-        den += ref[i] * ref[i];
-    }
-    return std::sqrt(num / std::max(den, 1e-300));
-}
-
-// Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used).
-template <class K>
-void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel) {
-    REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
-    auto& rt = mv_emu::rt;
-    rt.reverse = cfg.reverse;
-    rt.eager = cfg.eager;
-    rt.grid = {static_cast<unsigned>(grid), 1, 1};
-    std::mt19937 rng(static_cast<unsigned>(grid));
-    for (int64_t b = 0; b < grid; ++b) {
-        for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
-        std::memset(mv::mv_smem + smem, 0xa5, 64);
-        mv_emu::run_cta(static_cast<unsigned>(b), threads, kernel);
-        REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
-                        "shared memory written past its size");
-    }
-}
 
 
 template <Type T>

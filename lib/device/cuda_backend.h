@@ -139,7 +139,9 @@ namespace minfer::device::testing {
 // f16 bit patterns of dequant(bytes) for rows x cols elements of `type`.
 std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols);
 // C[m][n] = sum_k A[m][k] * B[n][k] on f16 bit patterns, by the tensor-core GEMM.
-std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k);
+// With c0 ([m][n]): C = c0 + A B^T (the accumulate epilogue, the residual add).
+std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
+                                 const std::vector<float>* c0 = nullptr);
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode

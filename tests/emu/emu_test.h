@@ -1,0 +1,62 @@
+// Helpers shared by the emulator tests (tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp): the two
+// run configurations, normal random inputs, the relative L2 error against a float64 reference, and a
+// launcher that runs a kernel's CTAs over fresh, fenced shared memory. Include after the kernel header
+// (which brings in tests/emu/cuda/matvec_ptx.cuh) and doctest.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace emu_test {
+
+// Forward lane order with cp.async copies landing at their wait over NaN-filled shared memory, and
+// reverse order with copies landing at issue over random bytes.
+struct Config {
+    bool reverse, eager, nan_fill;
+};
+inline const Config kConfigs[] = {{false, false, true}, {true, true, false}};
+
+inline std::vector<float> normal(size_t n, uint64_t seed, float sd = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(0.0f, sd);
+    std::vector<float> v(n);
+    for (float& f : v) f = nd(rng);
+    return v;
+}
+
+// ||a - ref|| / ||ref||; infinity when a holds a NaN or an infinity.
+inline double rel_l2(const std::vector<float>& a, const std::vector<double>& ref) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!std::isfinite(a[i])) return INFINITY;
+        num += (a[i] - ref[i]) * (a[i] - ref[i]);
+        den += ref[i] * ref[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,
+// fenced by 64 canary bytes checked after each CTA).
+template <class K>
+void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel) {
+    namespace mv = minfer::cuda::mv;
+    REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
+    auto& rt = mv_emu::rt;
+    rt.reverse = cfg.reverse;
+    rt.eager = cfg.eager;
+    rt.grid = {static_cast<unsigned>(grid), 1, 1};
+    std::mt19937 rng(static_cast<unsigned>(grid));
+    for (int64_t b = 0; b < grid; ++b) {
+        for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
+        std::memset(mv::mv_smem + smem, 0xa5, 64);
+        mv_emu::run_cta(static_cast<unsigned>(b), threads, kernel);
+        REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
+                        "shared memory written past its size");
+    }
+}
+
+}  // namespace emu_test
