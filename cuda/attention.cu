@@ -1,6 +1,8 @@
 // The attention kernels of the forward pass and their launchers: for prefill (two or more queries) the
 // tensor-core flash attention of cuda/attention_mma.cuh; for decode a split-K flash-decoding kernel (one
-// block per KV head and key chunk, all query heads of the group) with a combine kernel. Checked against the CPU backend and a float64 reference in tests/test_cuda.cpp.
+// block per KV head and key chunk, all query heads of the group) with a combine kernel. Checked against
+// the CPU backend and a float64 reference in tests/test_cuda.cpp (the prefill kernel also on the CPU, by
+// the emulator: tests/test_attention_emu.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -46,8 +48,8 @@ void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float
                        int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     constexpr int smem = fa::smem_bytes<HD, MT>();
     if (!prefill_fits<HD, MT>())
-        fail(MINFER_ERR_UNSUPPORTED, "CUDA prefill attention: head_dim %d needs %d bytes of shared memory per block, more than this GPU allows",
-             HD, smem);
+        fail(MINFER_ERR_UNSUPPORTED,
+             "CUDA prefill attention: head_dim %d needs %d bytes of shared memory per block, more than this GPU allows", HD, smem);
     const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
     fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, kv);
     check_launch("attention (prefill)");

@@ -9,9 +9,9 @@
 // (bias, q/k norm, RoPE and the f16 KV store in one kernel); attention; the output projection; RMSNorm;
 // gate and up projections; SwiGLU; the down projection. The output and down projections add into the
 // residual stream in the mat-vec's or the GEMM's epilogue (no add kernel). A single-token chunk (decode)
-// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type, and forms SwiGLU as the down projection loads its input: 8
-// launches per layer for quantized weights (norm, qkv, qkv_finish, attention and its combine, output
-// projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
+// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type, and
+// forms SwiGLU as the down projection loads its input: 8 launches per layer for quantized weights (norm,
+// qkv, qkv_finish, attention and its combine, output projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
 // engine/forward.cpp over cuda/backend.cu's Ops. A chunk of 2 to 8 tokens (a decode step of a few
 // sequences, a short prompt) takes the same launches with the int8 mat-vec over several inputs where the
 // weights have the int8 path (each weight read once for all the tokens, cuda/matvec_impl.cuh); longer

@@ -1,7 +1,8 @@
 // The tensor-core prefill attention's device code (cuda/attention_mma.cuh) run on the CPU through the CUDA
 // emulation in tests/emu/cuda/matvec_ptx.cuh, against a float64 causal attention over the same f16 KV
 // cache: head_dim 64 and 128, one and two 16-row tiles per warp, query groups of 1, 4 and 7 heads per KV
-// head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a continuation from a filled cache, a shuffled page table.
+// head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a continuation from
+// a filled cache, a shuffled page table.
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes: missing barriers and early
 // reads change the result. The output is poisoned with NaN and fenced. No GPU is needed; cuda_tests
@@ -40,7 +41,10 @@ struct Cache {
     int kv_dim = 0;
     std::vector<uint16_t> k, v;
     std::vector<int32_t> pages;
-    int64_t row(int p) const { return int64_t{pages[static_cast<size_t>(p >> minfer::cuda::kKvPageShift)]} << minfer::cuda::kKvPageShift | (p & 15); }
+    int64_t row(int p) const {
+        constexpr int shift = minfer::cuda::kKvPageShift;
+        return int64_t{pages[static_cast<size_t>(p >> shift)]} << shift | (p & ((1 << shift) - 1));
+    }
 };
 
 Cache make_cache(int n_head_kv, int hd, int positions, uint64_t seed) {
