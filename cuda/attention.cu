@@ -349,21 +349,6 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     }
 }
 
-// SMs of the current device, read once (132 on the H200); 132 when the query fails. The value only
-// steers the split, and every caller sees the same one, so the scratch bound below holds.
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            v <= 0) {
-            cudaGetLastError();  // clears the non-sticky error
-            return 132;
-        }
-        return v;
-    }();
-    return n;
-}
-
 // The most chunks any context length gets in a decode launch of `rows` rows over n_head_kv KV heads:
 // the rows and heads share the SMs' blocks.
 int decode_max_splits(int n_head_kv, int rows) {

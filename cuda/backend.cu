@@ -33,6 +33,19 @@ void check(cudaError_t err, const char* what) {
     fail(MINFER_ERR_DEVICE, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+int sm_count() {
+    static const int n = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            v <= 0) {
+            cudaGetLastError();  // clears the non-sticky error
+            return 132;
+        }
+        return v;
+    }();
+    return n;
+}
+
 }  // namespace minfer::cuda
 
 namespace minfer::device {
@@ -207,6 +220,17 @@ PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_t
         workspace_ = DeviceMemory(kCublasWorkspace, &m.scratch_bytes, "cuBLAS workspace");
         cublas_ = std::make_unique<Cublas>(stream, workspace_.as<void>(), kCublasWorkspace);
     }
+    if (kNarrowMax > 0) {
+        // The most weight rows one launch takes: q, k and v together, gate and up, or the output matrix.
+        const int64_t rows = std::max({q_dim + 2 * kv_dim, int64_t{2} * c.n_ff, int64_t{c.n_vocab}, int64_t{c.n_embd}});
+        narrow_.ws_floats = gemm_narrow_ws_floats();
+        narrow_.n_counters = gemm_narrow_counters(rows);
+        narrow_ws_ = DeviceMemory(static_cast<uint64_t>(narrow_.ws_floats) * sizeof(float), &m.scratch_bytes, "narrow GEMM workspace");
+        narrow_counters_ = DeviceMemory(static_cast<uint64_t>(narrow_.n_counters) * sizeof(int), &m.scratch_bytes, "narrow GEMM counters");
+        check(cudaMemsetAsync(narrow_counters_.as<void>(), 0, narrow_counters_.bytes(), stream), "narrow GEMM counters");
+        narrow_.ws = narrow_ws_.as<float>();
+        narrow_.counters = narrow_counters_.as<int>();
+    }
 }
 
 PrefillGemm::~PrefillGemm() = default;
@@ -218,29 +242,54 @@ __half* PrefillGemm::input16(const float* x, int n, int64_t cols) {
     return a16_.as<__half>();
 }
 
+void PrefillGemm::prepare_input(const float* x, int n, int64_t cols, const char* name, bool same_input) {
+    if (static_cast<uint64_t>(n) * static_cast<uint64_t>(cols) * sizeof(__half) > a16_.bytes())
+        fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(cols));
+    if (!same_input || x != last_x_ || n != last_n_ || cols != last_cols_) to_f16(x, a16_.as<__half>(), int64_t{n} * cols, stream_);
+    last_x_ = x, last_n_ = n, last_cols_ = cols;
+}
+
+const __half* PrefillGemm::f16_weight(quant::Type type, const void* w) const {
+    return type == quant::Type::F16 ? static_cast<const __half*>(w) : m_.w16_of(w);
+}
+
 void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
                       const char* name, bool same_input, bool accumulate) {
-    if (static_cast<uint64_t>(n) * static_cast<uint64_t>(w_cols) * sizeof(__half) > a16_.bytes())
-        fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(w_cols));
-    if (!same_input || x != last_x_ || n != last_n_ || w_cols != last_cols_) to_f16(x, a16_.as<__half>(), int64_t{n} * w_cols, stream_);
-    last_x_ = x, last_n_ = n, last_cols_ = w_cols;
+    prepare_input(x, n, w_cols, name, same_input);
     const int rows = static_cast<int>(w_rows), cols = static_cast<int>(w_cols);
-    const __half* b = static_cast<const __half*>(wd);
-    if (type != quant::Type::F16) {
+    const __half* b = f16_weight(type, wd);
+    if (!b) {
         if (m_.path == device::PrefillPath::fused) {
             gemm_fused(type, a16_.as<__half>(), wd, out, n, rows, cols, stream_, accumulate);
             return;
         }
-        b = m_.w16_of(wd);
-        if (!b) {  // two-pass: this call's own dequantization sweep
-            if (static_cast<uint64_t>(w_rows) * static_cast<uint64_t>(w_cols) * sizeof(__half) > w16_.bytes())
-                fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", name);
-            dequant_f16(type, wd, w_rows, w_cols, w16_.as<__half>(), stream_);
-            b = w16_.as<__half>();
-        }
+        // two-pass: this call's own dequantization sweep
+        if (static_cast<uint64_t>(w_rows) * static_cast<uint64_t>(w_cols) * sizeof(__half) > w16_.bytes())
+            fail(MINFER_ERR_INTERNAL, "CUDA matmul: %s exceeds the f16 weight scratch", name);
+        dequant_f16(type, wd, w_rows, w_cols, w16_.as<__half>(), stream_);
+        b = w16_.as<__half>();
     }
     if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out, n, rows, cols, accumulate);
     else gemm_f16(a16_.as<__half>(), b, out, n, rows, cols, stream_, accumulate);
+}
+
+void PrefillGemm::run_joint(int nw, const Weight* w, int64_t cols, const float* x, int n, float* const* out, bool same_input) {
+    const __half* b[3] = {};
+    int64_t rows[3] = {}, total = 0;
+    bool joint = nw >= 1 && nw <= 3 && narrow(n) && cols % 8 == 0;
+    for (int i = 0; joint && i < nw; ++i) {
+        b[i] = f16_weight(w[i].type, w[i].w);
+        rows[i] = w[i].rows;
+        total += rows[i];
+        joint = b[i] != nullptr;
+    }
+    joint = joint && total * cols * 2 <= kNarrowBytes;
+    if (!joint) {
+        for (int i = 0; i < nw; ++i) run(w[i].type, w[i].w, w[i].rows, cols, x, n, out[i], w[i].name, same_input || i > 0);
+        return;
+    }
+    prepare_input(x, n, cols, w[0].name, same_input);
+    gemm_narrow(a16_.as<__half>(), n, cols, nw, b, rows, out, false, narrow_, stream_);
 }
 
 }  // namespace minfer::cuda
@@ -437,7 +486,7 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
 }
 
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
-                                 const std::vector<float>* c0) {
+                                 const std::vector<float>* c0, bool narrow, int parts) {
     cuda::Stream stream;
     DeviceMemory da(a.size() * 2, nullptr, "A"), db(b.size() * 2, nullptr, "B"),
         dc(static_cast<uint64_t>(m) * n * 4, nullptr, "C");
@@ -445,8 +494,50 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
     check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
     if (c0) check(cudaMemcpy(dc.as<void>(), c0->data(), dc.bytes(), cudaMemcpyHostToDevice), "upload C");
     else check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
-    cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get(), c0 != nullptr);
-    stream.sync("gemm_f16");
+    if (!narrow) {
+        cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get(), c0 != nullptr);
+        stream.sync("gemm_f16");
+    } else {
+        // parts matrices of consecutive rows of B (the last takes the remainder), each with its own C, as
+        // the forward gives q, k and v; C is then gathered back into [m][n].
+        if (parts < 1 || parts > 3 || n < parts) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_gemm_f16: %d parts of %d rows", parts, n);
+        const __half* w[3];
+        int64_t rows[3];
+        float* y[3];
+        std::vector<DeviceMemory> ys;
+        for (int i = 0, r0 = 0; i < parts; ++i) {
+            rows[i] = i + 1 < parts ? n / parts : n - r0;
+            w[i] = db.as<__half>() + int64_t{r0} * k;
+            ys.emplace_back(static_cast<uint64_t>(m) * rows[i] * 4, nullptr, "C part");
+            y[i] = ys.back().as<float>();
+            std::vector<float> part(static_cast<size_t>(m) * rows[i], NAN);
+            for (int t = 0; t < m; ++t)
+                for (int64_t r = 0; r < rows[i]; ++r)
+                    if (c0) part[static_cast<size_t>(t * rows[i] + r)] = (*c0)[static_cast<size_t>(t) * n + r0 + r];
+            check(cudaMemcpy(y[i], part.data(), part.size() * 4, cudaMemcpyHostToDevice), "upload C part");
+            r0 += static_cast<int>(rows[i]);
+        }
+        const int64_t floats = cuda::gemm_narrow_ws_floats(), counters = cuda::gemm_narrow_counters(n);
+        DeviceMemory ws(static_cast<uint64_t>(floats) * 4, nullptr, "narrow GEMM workspace"),
+            cnt(static_cast<uint64_t>(counters) * 4, nullptr, "narrow GEMM counters");
+        check(cudaMemset(cnt.as<void>(), 0, cnt.bytes()), "zero the counters");
+        const cuda::NarrowScratch scratch{ws.as<float>(), floats, cnt.as<int>(), counters};
+        cuda::gemm_narrow(da.as<__half>(), m, k, parts, w, rows, y, c0 != nullptr, scratch, stream.get());
+        stream.sync("gemm_narrow");
+        std::vector<int> left(static_cast<size_t>(counters));
+        check(cudaMemcpy(left.data(), cnt.as<void>(), cnt.bytes(), cudaMemcpyDeviceToHost), "download the counters");
+        for (int v : left)
+            if (v != 0) fail(MINFER_ERR_INTERNAL, "cuda_gemm_f16: the narrow GEMM left a counter at %d", v);
+        std::vector<float> c(static_cast<size_t>(m) * n);
+        for (int i = 0, r0 = 0; i < parts; ++i) {
+            std::vector<float> part(static_cast<size_t>(m) * rows[i]);
+            check(cudaMemcpy(part.data(), y[i], part.size() * 4, cudaMemcpyDeviceToHost), "download C part");
+            for (int t = 0; t < m; ++t)
+                for (int64_t r = 0; r < rows[i]; ++r) c[static_cast<size_t>(t) * n + r0 + r] = part[static_cast<size_t>(t * rows[i] + r)];
+            r0 += static_cast<int>(rows[i]);
+        }
+        return c;
+    }
     std::vector<float> c(static_cast<size_t>(m) * n);
     check(cudaMemcpy(c.data(), dc.as<void>(), c.size() * 4, cudaMemcpyDeviceToHost), "download C");
     return c;

@@ -20,6 +20,10 @@ void check(cudaError_t err, const char* what);
 // Checks the launch just made (configuration errors are reported at once; faults surface later).
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
+// SMs of the current device, read once (132 on the H200); 132 when the query fails. The value only
+// steers how work is split, and every caller sees the same one.
+int sm_count();
+
 inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
 constexpr unsigned kFull = 0xffffffffu;

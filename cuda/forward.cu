@@ -378,6 +378,14 @@ private:
             if (single) cuda::matvec(w.type, w.w, w.rows, w.cols, in, out, s(), accumulate);
             else gemm_->run(w.type, w.w, w.rows, w.cols, in, n, out, w.name, same_input, accumulate);
         };
+        // The GEMMs of several weights on one input (its f16 copy written by the norm before them): one
+        // narrow-GEMM launch for all where it applies.
+        auto gemm_joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
+            cuda::PrefillGemm::Weight w[3];
+            int nw = 0;
+            for (const Mat* m : ws) w[nw++] = {m->type, m->w, m->rows, m->name};
+            gemm_->run_joint(nw, w, ws.begin()[0]->cols, in, n, ys.begin(), true);
+        };
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
         void* xq = xq_.as<void>();
@@ -420,9 +428,7 @@ private:
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else {
-                matmul(L.wq, xb, q, false, true);
-                matmul(L.wk, xb, k, false, true);
-                matmul(L.wv, xb, v, false, true);
+                gemm_joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             }
             cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
@@ -468,8 +474,7 @@ private:
                 if (gate_up_few) {
                     joint({&L.gate, &L.up}, {gate, up}, xb);
                 } else {
-                    matmul(L.gate, xb, gate, false, true);
-                    matmul(L.up, xb, up, false, true);
+                    gemm_joint({&L.gate, &L.up}, {gate, up}, xb);
                 }
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized per token
                     cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);

@@ -64,6 +64,23 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream);
 // cp.async double buffering). K must be a multiple of 8; M and N are arbitrary. With accumulate, C[m][n] +=
 // the sum (a residual add in the epilogue).
 void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate = false);
+// The narrow GEMM (cuda/gemm_narrow.cu): y_i[t][r] = sum_k x[t][k] * w_i[r][k] (accumulate: +=) for m <=
+// kNarrowMaxTokens tokens and nseg (1 to 3) f16 weights of the same width k that share x (q, k, v; gate,
+// up): one launch that reads each weight once, split over every SM whatever the shapes, deterministic.
+// k a multiple of 8, x and every w 16-byte aligned. Scratch: a workspace of gemm_narrow_ws_floats() floats
+// and gemm_narrow_counters(rows) ints, zeroed once before the first launch (launches leave them zero),
+// for launches of up to `rows` weight rows in all; one launch at a time may use them (one stream).
+constexpr int kNarrowMaxTokens = 64;
+struct NarrowScratch {
+    float* ws = nullptr;
+    int64_t ws_floats = 0;
+    int* counters = nullptr;
+    int64_t n_counters = 0;
+};
+int64_t gemm_narrow_ws_floats();
+int64_t gemm_narrow_counters(int64_t rows);
+void gemm_narrow(const __half* x, int m, int64_t k, int nseg, const __half* const* w, const int64_t* rows, float* const* y,
+                 bool accumulate, const NarrowScratch& scratch, cudaStream_t stream);
 // The fused dequant-in-GEMM: as gemm_f16 with B = dequant(w) ([n] rows of k elements of type t), each B
 // tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream,

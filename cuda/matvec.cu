@@ -109,17 +109,6 @@ const std::array<int, kMaxWarps + 1>& mma_occupancy() {
     return occupancy;
 }
 
-// SMs of the current device, read once (132 on the H200).
-int sm_count() {
-    static const int n = [] {
-        int dev = 0, v = 0;
-        check(cudaGetDevice(&dev), "cudaGetDevice");
-        check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
-        return std::max(v, 1);
-    }();
-    return n;
-}
-
 // kI8: the int8 family on xq (kN > 1: ncols inputs); otherwise x (and x_up).
 template <Type T, bool kI8 = false, int kN = 1>
 void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* x_up, const uint8_t* xq, cudaStream_t stream,

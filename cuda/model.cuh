@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "cuda/common.cuh"
+#include "cuda/kernels.cuh"  // NarrowScratch
 #include "device/cuda_backend.h"
 #include "model/config.h"
 #include "quant/types.h"
@@ -136,13 +137,28 @@ private:
 
 }  // namespace minfer::device
 
+// Where the narrow GEMM (kernels.cuh) replaces cuBLAS (or the own 64x64 GEMM): the joint launches of
+// several weights on one input (q, k, v; gate, up) of up to MINFER_GEMM_NARROW_MAX tokens (0: never) and
+// MINFER_GEMM_NARROW_BYTES of f16 weights. Measured on the H200 (docs/perf.md, bench_gemm_narrow): one
+// launch for q, k and v of the 7B (33 MB) takes 0.5-0.8x the time of cuBLAS's three calls at 9 to 64
+// tokens, while on single matrices and on the 7B's gate and up (271 MB) cuBLAS's persistent Hopper
+// kernels are as fast or faster, up to 1.5x at 64 tokens: the narrow GEMM re-reads the input from L2 in
+// every CTA (ncu, gate/up at 64 tokens: L2 at 68% of its peak while DRAM is at 47%).
+#ifndef MINFER_GEMM_NARROW_MAX
+#define MINFER_GEMM_NARROW_MAX 64
+#endif
+#ifndef MINFER_GEMM_NARROW_BYTES
+#define MINFER_GEMM_NARROW_BYTES (64 << 20)
+#endif
+
 namespace minfer::cuda {
 
 class Cublas;
 
 // The matmul of n > 1 tokens on one stream, by the model's prefill path: the input converted to f16,
 // the weight from the f16 cache, dequantized into a scratch (two-pass) or in the GEMM's tiles (fused),
-// then the own GEMM or cuBLAS. Owns the scratch of up to max_tokens tokens (none for max_tokens <= 1).
+// then the own GEMM or cuBLAS, or for joint launches of a few tokens the narrow GEMM (below). Owns the
+// scratch of up to max_tokens tokens (none for max_tokens <= 1).
 class PrefillGemm {
 public:
     PrefillGemm(device::CudaModel& m, const model::Config& c, int max_tokens, cudaStream_t stream);
@@ -154,17 +170,36 @@ public:
     // its f16 copy is reused (q, k, v; gate, up).
     void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name,
              bool same_input = false, bool accumulate = false);
+    // run() for nw (1 to 3) weights of one width on the same x (q, k, v; gate, up), out[i] = W_i x: one
+    // narrow-GEMM launch for all of them when n <= MINFER_GEMM_NARROW_MAX, every weight is f16 in memory
+    // (f16 weights or the f16 cache) and they hold at most MINFER_GEMM_NARROW_BYTES, else one run() each.
+    struct Weight {
+        quant::Type type;
+        const void* w;
+        int64_t rows;
+        const char* name;
+    };
+    void run_joint(int nw, const Weight* w, int64_t cols, const float* x, int n, float* const* out, bool same_input);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands.
     __half* input16(const float* x, int n, int64_t cols);
 
 private:
     static constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
+    void prepare_input(const float* x, int n, int64_t cols, const char* name, bool same_input);
+    // The f16 weight in memory without a dequantization pass (f16 weights, the f16 cache), or null.
+    const __half* f16_weight(quant::Type type, const void* w) const;
+    bool narrow(int n) const { return n <= kNarrowMax && narrow_.ws != nullptr; }
+    static constexpr int kNarrowMax = MINFER_GEMM_NARROW_MAX;  // the most tokens the narrow GEMM takes (0: never)
+    static constexpr int64_t kNarrowBytes = int64_t{MINFER_GEMM_NARROW_BYTES};  // the most weight bytes it takes
+    static_assert(kNarrowMax >= 0 && kNarrowMax <= kNarrowMaxTokens, "the narrow GEMM takes up to kNarrowMaxTokens tokens");
     device::CudaModel& m_;
     cudaStream_t stream_;
     DeviceMemory a16_;  // f16 copy of the input
     DeviceMemory w16_;  // f16 dequantized weight (the two-pass path)
     DeviceMemory workspace_;  // cuBLAS's
+    DeviceMemory narrow_ws_, narrow_counters_;  // the narrow GEMM's (kernels.cuh)
+    NarrowScratch narrow_;
     const float* last_x_ = nullptr;  // the input a16_ holds
     int last_n_ = 0;
     int64_t last_cols_ = 0;

@@ -120,9 +120,12 @@ TEST_SUITE("cuda") {
             }
     }
 
-    TEST_CASE("cuda_prefill_f16_gemm_parity: the tensor-core GEMM against a float64 reference") {
-        // Shapes that are not multiples of the 64x64 tile nor of the 32-deep K step.
-        const int shapes[][3] = {{1, 1, 8}, {2, 67, 40}, {67, 131, 264}, {130, 70, 96}, {64, 64, 64}, {300, 257, 1000}};
+    TEST_CASE("cuda_prefill_f16_gemm_parity: the tensor-core GEMMs against a float64 reference") {
+        // Shapes that are not multiples of the 64x64 tile nor of the 32-deep K step; for the narrow GEMM (m <=
+        // 64) rows off its 64- and 128-row tiles, widths off its 64-wide k-tile, B as one matrix and as three
+        // (q, k, v in one launch), and shapes whose work splits tiles into pieces across CTAs.
+        const int shapes[][3] = {{1, 1, 8},     {2, 67, 40},    {67, 131, 264},  {130, 70, 96},   {64, 64, 64},
+                                 {300, 257, 1000}, {9, 200, 136}, {17, 520, 3584}, {40, 1000, 1000}, {64, 1200, 3584}};
         uint64_t seed = 100;
         for (const auto& s : shapes) {
             const int m = s[0], n = s[1], k = s[2];
@@ -138,24 +141,34 @@ TEST_SUITE("cuda") {
             const std::vector<float> c0 = normal(static_cast<size_t>(m) * n, seed++, 0.0f, static_cast<float>(std::sqrt(k)));
             for (const std::vector<float>* init : {static_cast<const std::vector<float>*>(nullptr), &c0}) {
                 CAPTURE(init != nullptr);
-                const std::vector<float> c = device::testing::cuda_gemm_f16(a, b, m, n, k, init);
-                double worst = 0;
+                std::vector<double> ref(static_cast<size_t>(m) * n), mag(ref.size());
                 for (int i = 0; i < m; ++i)
                     for (int j = 0; j < n; ++j) {
                         const size_t at = static_cast<size_t>(i) * n + j;
-                        double ref = init ? c0[at] : 0.0, mag = init ? std::fabs(c0[at]) : 0.0;
+                        double r = init ? c0[at] : 0.0, g = init ? std::fabs(c0[at]) : 0.0;
                         for (int p = 0; p < k; ++p) {
                             const double prod = static_cast<double>(quant::f16_to_f32(a[static_cast<size_t>(i) * k + p])) *
                                                 quant::f16_to_f32(b[static_cast<size_t>(j) * k + p]);
-                            ref += prod;
-                            mag += std::fabs(prod);
+                            r += prod;
+                            g += std::fabs(prod);
                         }
-                        const float got = c[at];
-                        REQUIRE_MESSAGE(std::isfinite(got), "C[", i, "][", j, "] was not written");
-                        // f16 x f16 products are exact in f32; only the f32 accumulation (and the add) rounds.
-                        worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
+                        ref[at] = r;
+                        mag[at] = g;
                     }
-                CHECK(worst < 1e-5);
+                // {narrow, parts}: the 64x64 GEMM; the narrow GEMM with B as one matrix and as three.
+                for (const auto& [narrow, parts] : {std::pair{false, 1}, std::pair{true, 1}, std::pair{true, 3}}) {
+                    if (narrow && (m > 64 || n < parts)) continue;
+                    CAPTURE(narrow);
+                    CAPTURE(parts);
+                    const std::vector<float> c = device::testing::cuda_gemm_f16(a, b, m, n, k, init, narrow, parts);
+                    double worst = 0;
+                    for (size_t at = 0; at < c.size(); ++at) {
+                        REQUIRE_MESSAGE(std::isfinite(c[at]), "C[", at / n, "][", at % n, "] was not written");
+                        // f16 x f16 products are exact in f32; only the f32 accumulation (and the add) rounds.
+                        worst = std::max(worst, std::fabs(c[at] - ref[at]) / (mag[at] + 1e-30));
+                    }
+                    CHECK(worst < 1e-5);
+                }
             }
         }
     }

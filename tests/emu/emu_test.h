@@ -1,4 +1,4 @@
-// Helpers shared by the emulator tests (tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp): the two
+// Helpers shared by the emulator tests (tests/test_*_emu.cpp): the two
 // run configurations, normal random inputs, the relative L2 error against a float64 reference, and a
 // launcher that runs a kernel's CTAs over fresh, fenced shared memory. Include after the kernel header
 // (which brings in tests/emu/cuda/matvec_ptx.cuh) and doctest.
@@ -40,9 +40,10 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<double>& ref
 }
 
 // Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,
-// fenced by 64 canary bytes checked after each CTA).
+// fenced by 64 canary bytes checked after each CTA), one after another in the order `order` gives (a
+// permutation of 0 .. grid-1; none: ascending).
 template <class K>
-void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel) {
+void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel, const std::vector<int64_t>* order = nullptr) {
     namespace mv = minfer::cuda::mv;
     REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
     auto& rt = mv_emu::rt;
@@ -50,7 +51,8 @@ void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel)
     rt.eager = cfg.eager;
     rt.grid = {static_cast<unsigned>(grid), 1, 1};
     std::mt19937 rng(static_cast<unsigned>(grid));
-    for (int64_t b = 0; b < grid; ++b) {
+    for (int64_t i = 0; i < grid; ++i) {
+        const int64_t b = order ? (*order)[static_cast<size_t>(i)] : i;
         for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
         std::memset(mv::mv_smem + smem, 0xa5, 64);
         mv_emu::run_cta(static_cast<unsigned>(b), threads, kernel);

@@ -1,7 +1,8 @@
-// Host emulation of the CUDA the decode mat-vec's and the prefill attention's device code use
-// (cuda/matvec_impl.cuh, cuda/attention_mma.cuh), for tests/test_matvec_emu.cpp and
-// tests/test_attention_emu.cpp. It stands in for cuda/matvec_ptx.cuh (this directory comes first on the
-// include path), so the kernels' own code runs on the CPU:
+// Host emulation of the CUDA that the decode mat-vec's, the prefill attention's and the narrow GEMM's
+// device code use (cuda/matvec_impl.cuh, cuda/attention_mma.cuh, cuda/gemm_narrow.cuh), for
+// tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp and tests/test_gemm_narrow_emu.cpp. It stands
+// in for cuda/matvec_ptx.cuh (this directory comes first on the include path), so the kernels' own code
+// runs on the CPU:
 //
 //  * CUDA keywords become nothing (or `static` for __shared__ arrays inside kernels), vector types and
 //    built-ins (__byte_perm, funnel shifts, bit casts, __ldg, ...) are plain functions;
@@ -324,6 +325,18 @@ inline uint2 __ldg(const uint2* p) {
     return *p;
 }
 inline size_t __cvta_generic_to_shared(const void*) { return 0; }
+// CTAs run one after another, so device-wide atomics and fences are plain operations; an L2 load of data
+// another CTA wrote is a checked read.
+inline int atomicAdd(int* p, int v) {
+    const int old = *p;
+    *p = old + v;
+    return old;
+}
+inline void __threadfence() {}
+inline float __ldcg(const float* p) {
+    mv_emu::check_read(p, sizeof(float));
+    return *p;
+}
 
 namespace minfer::cuda::mv {
 
@@ -465,7 +478,7 @@ inline int4 ld_x16(const int4* p) { return __ldg(p); }
 inline int4 ld_xmeta(const int4* p) { return __ldg(p); }
 
 inline void land(const mv_emu::Copy& c) {
-    std::memcpy(mv_smem + c.dst, c.src, static_cast<size_t>(c.bytes));
+    if (c.bytes > 0) std::memcpy(mv_smem + c.dst, c.src, static_cast<size_t>(c.bytes));
     std::memset(mv_smem + c.dst + c.bytes, 0, static_cast<size_t>(16 - c.bytes));
 }
 template <int OFF>
@@ -473,8 +486,8 @@ inline void cp_async16(uint32_t dst_base, const void* src_base, int bytes) {
     const uint32_t dst = dst_base + OFF;
     const void* src = static_cast<const uint8_t*>(src_base) + OFF;
     if (dst % 16 != 0 || reinterpret_cast<uintptr_t>(src) % 16 != 0) mv_emu::die("cp.async: unaligned 16-byte copy");
-    if (bytes < 1 || bytes > 16 || dst + 16 > kEmuSmemBytes) mv_emu::die("cp.async: bad size or destination");
-    mv_emu::check_read(src, static_cast<size_t>(bytes));
+    if (bytes < 0 || bytes > 16 || dst + 16 > kEmuSmemBytes) mv_emu::die("cp.async: bad size or destination");
+    if (bytes > 0) mv_emu::check_read(src, static_cast<size_t>(bytes));  // src-size 0: nothing read, 16 zeros
     const mv_emu::Copy c{dst, static_cast<const uint8_t*>(src), bytes};
     if (mv_emu::rt.eager) land(c);
     else mv_emu::rt.th[mv_emu::tid()].open.push_back(c);
@@ -499,3 +512,9 @@ inline uint4 ld_stream(const uint4* p) {
 }
 
 }  // namespace minfer::cuda::mv
+
+// What cuda/pdl.cuh gives the kernels outside namespace mv (the narrow GEMM).
+namespace minfer::cuda {
+using mv::pdl_launch_dependents;
+using mv::pdl_wait;
+}  // namespace minfer::cuda

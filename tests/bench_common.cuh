@@ -1,0 +1,45 @@
+// Helpers of the CUDA microbenchmarks (tests/bench_attention.cu, tests/bench_gemm_narrow.cu): exit on a
+// CUDA error, and random inputs generated on the device. Included by one source file per program (the
+// kernels are not inline).
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace bench {
+
+inline void ck(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) {
+        std::fprintf(stderr, "bench: %s: %s\n", what, cudaGetErrorString(e));
+        std::exit(1);
+    }
+}
+
+__device__ __forceinline__ float unit(uint64_t v) {
+    v ^= v >> 33;
+    v *= 0xff51afd7ed558ccdull;
+    v ^= v >> 33;
+    v *= 0xc4ceb9fe1a85ec53ull;
+    v ^= v >> 33;
+    return static_cast<float>(v >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+}
+// Roughly normal values (sum of four uniforms, centred, sd 1).
+__device__ __forceinline__ float roughly_normal(uint64_t seed, uint64_t i) {
+    float s = 0.0f;
+    for (int j = 0; j < 4; ++j) s += unit(seed * 0x9E3779B97F4A7C15ull + 4 * i + j);
+    return (s - 2.0f) * 1.7320508f;
+}
+__global__ void fill_f32(float* p, uint64_t n, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+        p[i] = roughly_normal(seed, i);
+}
+__global__ void fill_f16(__half* p, uint64_t n, uint64_t seed) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+        p[i] = __float2half_rn(roughly_normal(seed, i));
+}
+
+}  // namespace bench

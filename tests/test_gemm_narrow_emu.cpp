@@ -1,0 +1,159 @@
+// The narrow GEMM's device code (cuda/gemm_narrow.cuh) run on the CPU through the CUDA emulation in
+// tests/emu/cuda/matvec_ptx.cuh, against float64 products of the same f16 values: 9 to 64 tokens (one to
+// four m16 tiles, rows past m zero-filled), one and three weight matrices per launch with row counts off
+// the 64- and 128-row tiles, widths off the 64-wide k-tile, both tile widths, and work cut into CTAs of
+// 1 unit to several tiles (whole tiles written directly, tiles split into pieces summed by the CTA that
+// completes them), CTAs run in ascending and in shuffled order, with and without the accumulate epilogue.
+// Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
+// memory, and in reverse order with copies landing at issue over random bytes. Outputs are poisoned and
+// fenced; the counters must be zero again afterwards. No GPU is needed; cuda_tests checks the same
+// kernel on one.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "cuda/gemm_narrow.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "emu_test.h"
+#include "quant/f16.h"
+
+namespace {
+
+namespace gn = minfer::cuda::gn;
+namespace quant = minfer::quant;
+using emu_test::Config;
+using emu_test::kConfigs;
+using emu_test::normal;
+
+std::vector<uint16_t> f16_normal(size_t n, uint64_t seed) {
+    const std::vector<float> f = normal(n, seed);
+    std::vector<uint16_t> h(n);
+    for (size_t i = 0; i < n; ++i) h[i] = quant::f32_to_f16(f[i]);
+    return h;
+}
+
+constexpr float kGuard = 12345.0f;  // the value of the fence after each output
+constexpr int kFence = 16;
+
+struct Case {
+    int m;
+    int k;
+    std::vector<int> rows;  // one to three matrices
+    int per_cta;            // units per CTA (0: one tile's worth plus one, across tile boundaries)
+    bool accumulate;
+};
+
+// Runs one case with NW n8 tiles per warp; returns the worst |error| / (sum of |products| + |c0|).
+template <int MT, int NW>
+double run_case(const Case& cs, const Config& cfg, bool shuffled, uint64_t seed) {
+    const int nseg = static_cast<int>(cs.rows.size());
+    const auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);
+    std::vector<std::vector<uint16_t>> w(3);
+    std::vector<std::vector<float>> y(3), c0(3);
+    gn::Args a;
+    a.x = reinterpret_cast<const __half*>(x.data());
+    a.m = cs.m;
+    a.k = cs.k;
+    a.accumulate = cs.accumulate;
+    gn::Seg* segs[3] = {&a.s0, &a.s1, &a.s2};
+    int tiles[3] = {0, 0, 0}, total = 0;
+    for (int i = 0; i < nseg; ++i) {
+        const int n = cs.rows[static_cast<size_t>(i)];
+        w[i] = f16_normal(static_cast<size_t>(n) * cs.k, seed + 10 + i);
+        c0[i] = normal(static_cast<size_t>(cs.m) * n, seed + 20 + i, static_cast<float>(std::sqrt(cs.k)));
+        y[i].assign(static_cast<size_t>(cs.m) * n + kFence, kGuard);
+        if (cs.accumulate) std::copy(c0[i].begin(), c0[i].end(), y[i].begin());
+        else std::fill(y[i].begin(), y[i].end() - kFence, NAN);
+        *segs[i] = gn::Seg{reinterpret_cast<const __half*>(w[i].data()), y[i].data(), n};
+        tiles[i] = (n + gn::tile_rows<NW>() - 1) / gn::tile_rows<NW>();
+        total += tiles[i];
+    }
+    a.tiles0 = tiles[0];
+    a.tiles01 = tiles[0] + tiles[1];
+    a.k_tiles = (cs.k + gn::kBK - 1) / gn::kBK;
+    a.units = total * a.k_tiles;
+    a.per_cta = cs.per_cta > 0 ? cs.per_cta : a.k_tiles + 1;
+    const int grid = (a.units + a.per_cta - 1) / a.per_cta;
+    std::vector<float> ws(static_cast<size_t>(2 * grid) * gn::acc_floats<MT, NW>(), NAN);
+    std::vector<int> counters(static_cast<size_t>(total), 0);
+    a.ws = ws.data();
+    a.counters = counters.data();
+
+    auto& readable = mv_emu::readable;
+    readable.clear();
+    readable.push_back({x.data(), x.size() * 2});
+    readable.push_back({ws.data(), ws.size() * 4});
+    for (int i = 0; i < nseg; ++i) readable.push_back({w[i].data(), w[i].size() * 2});
+    std::vector<int64_t> order(static_cast<size_t>(grid));
+    std::iota(order.begin(), order.end(), 0);
+    if (shuffled) std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 99));
+    emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW>(a); }, &order);
+    readable.clear();
+
+    CHECK(std::all_of(counters.begin(), counters.end(), [](int c) { return c == 0; }));
+    double worst = 0;
+    for (int i = 0; i < nseg; ++i) {
+        const int n = cs.rows[static_cast<size_t>(i)];
+        CHECK_MESSAGE(std::all_of(y[i].end() - kFence, y[i].end(), [](float v) { return v == kGuard; }), "written past y");
+        for (int t = 0; t < cs.m; ++t)
+            for (int r = 0; r < n; ++r) {
+                const size_t at = static_cast<size_t>(t) * n + r;
+                double ref = cs.accumulate ? c0[i][at] : 0.0, mag = cs.accumulate ? std::fabs(c0[i][at]) : 0.0;
+                for (int e = 0; e < cs.k; ++e) {
+                    const double p = static_cast<double>(quant::f16_to_f32(x[static_cast<size_t>(t) * cs.k + e])) *
+                                     quant::f16_to_f32(w[i][static_cast<size_t>(r) * cs.k + e]);
+                    ref += p;
+                    mag += std::fabs(p);
+                }
+                const float got = y[i][at];
+                if (!std::isfinite(got)) return INFINITY;
+                worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
+            }
+    }
+    return worst;
+}
+
+template <int MT>
+void run_all(const Case& cs, uint64_t seed) {
+    for (const Config& cfg : kConfigs)
+        for (bool shuffled : {false, true}) {
+            CAPTURE(cfg.reverse);
+            CAPTURE(shuffled);
+            // f16 x f16 products are exact in f32 (and in the emulated MMA); the f32 sums round: about
+            // 1e-7 of the magnitude (the bound of the GPU test). A missing k-tile, piece or row, or c0
+            // dropped or added twice, is an error of order one.
+            CHECK(run_case<MT, 2>(cs, cfg, shuffled, seed) < 1e-5);
+            CHECK(run_case<MT, 4>(cs, cfg, shuffled, seed + 1) < 1e-5);
+        }
+}
+
+}  // namespace
+
+TEST_CASE("narrow GEMM: against float64 for 9 to 64 tokens, one and three matrices, whole tiles and pieces") {
+    const Case cases[] = {
+        {9, 136, {200}, 0, false},             // one m16 tile; k off the 64-wide tile; tiles cut across CTAs
+        {16, 200, {70}, 1, true},               // a CTA per k-tile: every tile in pieces; accumulate
+        {17, 128, {130, 40, 40}, 2, false},     // two m16 tiles; q/k/v-like matrices, pieces across segments
+        {40, 64, {64, 64, 8}, 1, true},         // one k-tile per tile: every tile whole
+        {64, 256, {96, 33, 40}, 7, false},      // four m16 tiles; CTAs of more than a tile
+        {64, 192, {300}, 3, true},              // a tile per CTA exactly
+    };
+    uint64_t seed = 1000;
+    for (const Case& cs : cases) {
+        CAPTURE(cs.m);
+        CAPTURE(cs.k);
+        CAPTURE(cs.rows.size());
+        CAPTURE(cs.per_cta);
+        switch ((cs.m + 15) / 16) {
+            case 1: run_all<1>(cs, seed); break;
+            case 2: run_all<2>(cs, seed); break;
+            case 3: run_all<3>(cs, seed); break;
+            default: run_all<4>(cs, seed); break;
+        }
+        seed += 100;
+    }
+}
