@@ -487,7 +487,8 @@ private:
         }
         // The rows asked for, gathered and normed, through the output projection: the int8 mat-vec for up
         // to kMatvecMaxCols rows where the weight has it, else one GEMM for several rows when the weight is
-        // f16 or in the f16 cache, else a mat-vec per row.
+        // f16 or in the f16 cache, else the int8 mat-vec kMatvecMaxCols rows at a time where the weight has
+        // it, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
         const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_);
         if (n_rows > 0) {
@@ -499,6 +500,15 @@ private:
             cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &logits, s(), false, n_rows);
         } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
+        } else if (n_rows > 1 && i8w(output_)) {
+            // No f16 copy (the two-pass and fused paths; a tied embedding below the cache's size gate): the
+            // int8 mat-vec over up to kMatvecMaxCols rows per read of the matrix, not one read per row.
+            for (int r0 = 0; r0 < n_rows; r0 += cuda::kMatvecMaxCols) {
+                const int nr = std::min(cuda::kMatvecMaxCols, n_rows - r0);
+                float* out = logits + static_cast<size_t>(r0) * c.n_vocab;
+                cuda::quantize_x(xb + int64_t{r0} * c.n_embd, nullptr, c.n_embd, xq, s(), nr);
+                cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &out, s(), false, nr);
+            }
         } else {
             for (int i = 0; i < n_rows; ++i) {
                 float* out = logits + static_cast<size_t>(i) * c.n_vocab;
