@@ -76,12 +76,9 @@ int main(int argc, char** argv) {
             ck(cudaGetLastError(), "fill");
             std::vector<float> ms;
             for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
-                ck(cudaEventRecord(e0, stream), "record");
-                minfer::cuda::attention(q, k, v, out, n, 0, sh.n_head, sh.n_head_kv, sh.head_dim, nullptr, stream);
-                ck(cudaEventRecord(e1, stream), "record");
-                ck(cudaEventSynchronize(e1), "run");
-                float t = 0;
-                ck(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+                const float t = bench::time_ms(stream, e0, e1, [&] {
+                    minfer::cuda::attention(q, k, v, out, n, 0, sh.n_head, sh.n_head_kv, sh.head_dim, nullptr, stream);
+                });
                 if (r >= 0) ms.push_back(t);
             }
             std::sort(ms.begin(), ms.end());

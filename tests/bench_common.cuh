@@ -1,5 +1,5 @@
-// Helpers of the CUDA microbenchmarks (tests/bench_attention.cu, tests/bench_gemm_narrow.cu): exit on a
-// CUDA error, and random inputs generated on the device. Included by one source file per program (the
+// Helpers of the CUDA microbenchmarks (tests/bench_*.cu): exit on a CUDA error, time a launch between
+// two events, and random inputs generated on the device. Included by one source file per program (the
 // kernels are not inline).
 #pragma once
 
@@ -19,14 +19,28 @@ inline void ck(cudaError_t e, const char* what) {
     }
 }
 
-__device__ __forceinline__ float unit(uint64_t v) {
+// The time of what `launch` enqueues on `stream`, in ms, between two events (waits for it).
+template <class F>
+float time_ms(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, F&& launch) {
+    ck(cudaEventRecord(e0, stream), "record");
+    launch();
+    ck(cudaEventRecord(e1, stream), "record");
+    ck(cudaEventSynchronize(e1), "run");
+    float t = 0;
+    ck(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+    return t;
+}
+
+// A 64-bit mixing function (the murmur3 finalizer): hashes of consecutive indices look independent.
+__device__ __forceinline__ uint64_t mix(uint64_t v) {
     v ^= v >> 33;
     v *= 0xff51afd7ed558ccdull;
     v ^= v >> 33;
     v *= 0xc4ceb9fe1a85ec53ull;
     v ^= v >> 33;
-    return static_cast<float>(v >> 40) * (1.0f / 16777216.0f);  // [0, 1)
+    return v;
 }
+__device__ __forceinline__ float unit(uint64_t v) { return static_cast<float>(mix(v) >> 40) * (1.0f / 16777216.0f); }  // [0, 1)
 // Roughly normal values (sum of four uniforms, centred, sd 1).
 __device__ __forceinline__ float roughly_normal(uint64_t seed, uint64_t i) {
     float s = 0.0f;

@@ -112,17 +112,15 @@ int run(int argc, char** argv) {
                         ys[i] = y + off * m;
                         off += g.rows[i];
                     }
-                    ck(cudaEventRecord(e0, stream), "record");
-                    if (narrow) {
-                        minfer::cuda::gemm_narrow(x, m, g.k, static_cast<int>(g.rows.size()), ws, g.rows.data(), ys, false, scratch, stream);
-                    } else {
-                        for (size_t i = 0; i < g.rows.size(); ++i)
-                            cublas.gemm(x, ws[i], ys[i], m, static_cast<int>(g.rows[i]), static_cast<int>(g.k));
-                    }
-                    ck(cudaEventRecord(e1, stream), "record");
-                    ck(cudaEventSynchronize(e1), "run");
-                    float t = 0;
-                    ck(cudaEventElapsedTime(&t, e0, e1), "elapsed");
+                    const float t = bench::time_ms(stream, e0, e1, [&] {
+                        if (narrow) {
+                            minfer::cuda::gemm_narrow(x, m, g.k, static_cast<int>(g.rows.size()), ws, g.rows.data(), ys, false, scratch,
+                                                      stream);
+                        } else {
+                            for (size_t i = 0; i < g.rows.size(); ++i)
+                                cublas.gemm(x, ws[i], ys[i], m, static_cast<int>(g.rows[i]), static_cast<int>(g.k));
+                        }
+                    });
                     if (r >= 0) ms.push_back(t);
                 }
                 std::sort(ms.begin(), ms.end());

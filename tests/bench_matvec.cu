@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.cuh"
 #include "cuda/kernels.cuh"
 #include "quant/quant.h"
 #include "quant/types.h"
@@ -31,27 +32,13 @@ namespace {
 
 using minfer::quant::Type;
 
-void ck(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) {
-        std::fprintf(stderr, "bench_matvec: %s: %s\n", what, cudaGetErrorString(e));
-        std::exit(1);
-    }
-}
-
-__device__ __forceinline__ uint32_t mix(uint64_t v) {
-    v ^= v >> 33;
-    v *= 0xff51afd7ed558ccdull;
-    v ^= v >> 33;
-    v *= 0xc4ceb9fe1a85ec53ull;
-    v ^= v >> 33;
-    return static_cast<uint32_t>(v);
-}
-__device__ __forceinline__ float unit(uint64_t v) { return (mix(v) >> 8) * (1.0f / 16777216.0f); }  // [0, 1)
+using bench::ck;
+using bench::unit;
 
 // Random bytes everywhere.
 __global__ void fill_bytes(uint32_t* p, uint64_t n_words, uint64_t seed) {
     for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n_words; i += uint64_t(gridDim.x) * blockDim.x)
-        p[i] = mix(seed * 0x9E3779B97F4A7C15ull + i);
+        p[i] = static_cast<uint32_t>(bench::mix(seed * 0x9E3779B97F4A7C15ull + i));
 }
 // Benign scales: the f16 fields at byte offsets f0, f1 (-1: none) of every block to [1e-3, 1e-2); q8_K's
 // f32 scale likewise.
@@ -203,12 +190,7 @@ int main(int argc, char** argv) {
         ck(cudaEventCreate(&e1), "cudaEventCreate");
         std::vector<float> ms;
         for (int i = 0; i < 23; ++i) {
-            ck(cudaEventRecord(e0, s), "cudaEventRecord");
-            ck(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
-            ck(cudaEventRecord(e1, s), "cudaEventRecord");
-            ck(cudaEventSynchronize(e1), "copy");
-            float t = 0;
-            ck(cudaEventElapsedTime(&t, e0, e1), "cudaEventElapsedTime");
+            const float t = bench::time_ms(s, e0, e1, [&] { ck(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync"); });
             if (i >= 3) ms.push_back(t);
         }
         copy_gbs = 2.0 * n / (median(ms) * 1e-3) / 1e9;
