@@ -40,9 +40,11 @@ static const char* const BENCH_HELP =
     "\n"
     "--seqs N[,N...]: batched serving instead (minfer_batch_*): for each N, N sequences of -p random prompt\n"
     "tokens (default 128 here) and -n greedy new tokens each join one batch at once, and the batch steps until\n"
-    "all are done. Prints per N the time until every sequence has its first token (the prefill phase), the\n"
-    "aggregate decode rate (tokens sampled after that over the time they took) and the end-to-end rate,\n"
-    "best of -r repetitions (each on a fresh batch after a warm-up).\n";
+    "all are done. The first step takes every prompt (up to 32,768 tokens in all), as llama-batched-bench\n"
+    "prefills before it decodes, so the sequences then decode in lockstep. Prints per N the time until every\n"
+    "sequence has its first token (the prefill phase), the aggregate decode rate (tokens sampled after that\n"
+    "over the time they took) and the end-to-end rate, best of -r repetitions (each on a fresh batch after a\n"
+    "warm-up).\n";
 
 /* ---- prefill arithmetic ----------------------------------------------------------------------- */
 
@@ -210,6 +212,7 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
     int32_t* prompt = NULL;
     minfer_status st;
     int i, j, done = 0, started = 0;
+    long step;
     uint64_t x = seed | 1, tokens = 0, tokens_at_first = 0, steps = 0;
     double t0, t_first = 0.0, t1;
     const int n_vocab = minfer_model_n_vocab(m);
@@ -217,7 +220,13 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
     minfer_batch_params_init(&bp);
     bp.max_sequences = n_seqs;
     bp.max_queue = n_seqs;
-    bp.max_step_tokens = n_seqs > 512 ? n_seqs : 512;
+    /* Every prompt in the first step (up to 32,768 tokens), as llama-batched-bench prefills every sequence
+       before it decodes: the sequences then decode in lockstep, one token each per step. */
+    step = (long)n_seqs * (n_prompt > 0 ? n_prompt : 1);
+    if (step > 32768) step = 32768;
+    if (step < 512) step = 512;
+    if (step < n_seqs) step = n_seqs;
+    bp.max_step_tokens = (int32_t)step;
     bp.n_ctx = n_prompt + n_gen;
     bp.kv_tokens = (int64_t)n_seqs * (((n_prompt + n_gen) + 15) / 16 * 16);
     st = minfer_batch_create(m, &bp, &b);
