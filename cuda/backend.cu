@@ -474,10 +474,15 @@ void cuda_inject_fault() {
 
 namespace testing {
 
+// The hooks upload with cudaMemcpy and poison with cudaMemset, on the legacy default stream, which does
+// not order the hook's own (non-blocking) stream: each waits for them before its first launch.
+static void inputs_landed() { check(cudaDeviceSynchronize(), "test inputs"); }
+
 std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols) {
     cuda::Stream stream;
     DeviceMemory src(n_bytes, nullptr, "test input"), dst(static_cast<uint64_t>(rows * cols) * 2, nullptr, "test output");
     check(cudaMemcpy(src.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "test upload");
+    inputs_landed();
     cuda::dequant_f16(static_cast<quant::Type>(type), src.as<void>(), rows, cols, dst.as<__half>(), stream.get());
     stream.sync("dequant_f16");
     std::vector<uint16_t> out(static_cast<size_t>(rows * cols));
@@ -494,6 +499,7 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
     check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
     if (c0) check(cudaMemcpy(dc.as<void>(), c0->data(), dc.bytes(), cudaMemcpyHostToDevice), "upload C");
     else check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
+    inputs_landed();
     if (!narrow) {
         cuda::gemm_f16(da.as<__half>(), db.as<__half>(), dc.as<float>(), m, n, k, stream.get(), c0 != nullptr);
         stream.sync("gemm_f16");
@@ -522,6 +528,7 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
             cnt(static_cast<uint64_t>(counters) * 4, nullptr, "narrow GEMM counters");
         check(cudaMemset(cnt.as<void>(), 0, cnt.bytes()), "zero the counters");
         const cuda::NarrowScratch scratch{ws.as<float>(), floats, cnt.as<int>(), counters};
+        inputs_landed();
         cuda::gemm_narrow(da.as<__half>(), m, k, parts, w, rows, y, c0 != nullptr, scratch, stream.get());
         stream.sync("gemm_narrow");
         std::vector<int> left(static_cast<size_t>(counters));
@@ -556,6 +563,7 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
     check(cudaMemcpy(dw.as<void>(), bytes, n_bytes, cudaMemcpyHostToDevice), "upload W");
     check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");  // NaN everywhere: unwritten rows fail
+    inputs_landed();
     if (reference)
         cuda::matvec_reference(static_cast<quant::Type>(type), dw.as<void>(), rows, cols, dx.as<float>(), dy.as<float>(), stream.get());
     else
@@ -578,6 +586,7 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");
     check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
+    inputs_landed();
     cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get(), ncols);
     const void* w = dw.as<void>();
     float* y = dy.as<float>();
@@ -609,6 +618,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
     check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
     check(cudaMemcpy(dpos.as<void>(), &pos, 4, cudaMemcpyHostToDevice), "upload position");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    inputs_landed();
     cuda::attention(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), 1, device_pos ? 0 : pos, n_head, n_head_kv,
                     head_dim, part.as<float>(), stream.get(), device_pos ? dpos.as<int32_t>() : nullptr);
     stream.sync("attention");
@@ -629,6 +639,7 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
     check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
     check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    inputs_landed();
     cuda::KvMap map;
     map.pages = dpages.as<int32_t>();
     map.stride = static_cast<int>(pages.size());
@@ -658,6 +669,7 @@ std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const
     check(cudaMemcpy(dslot.as<void>(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice), "upload slots");
     check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    inputs_landed();
     cuda::KvMap map;
     map.pages = dpages.as<int32_t>();
     map.slot = dslot.as<int32_t>();

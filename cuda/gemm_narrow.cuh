@@ -83,7 +83,7 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
     const int cta = static_cast<int>(blockIdx.x);
-    const int u_begin = cta * a.per_cta, u_end = min(u_begin + a.per_cta, a.units);
+    const int u_begin = cta * a.per_cta, u_end = u_begin + min(a.per_cta, a.units - u_begin);  // no int overflow
     const int kt = a.k_tiles;
 
     const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
