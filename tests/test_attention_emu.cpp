@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/attention_mma.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "attention_ref.h"
 #include "emu_test.h"
 #include "quant/f16.h"
 
@@ -67,35 +68,12 @@ Cache make_cache(int n_head_kv, int hd, int positions, uint64_t seed) {
 
 // float64 causal attention of the queries over the cache's f16 values.
 std::vector<double> reference(const Case& cs, const std::vector<float>& q, const Cache& c) {
-    const int group = cs.n_head / cs.n_head_kv, q_dim = cs.n_head * cs.hd;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(cs.hd));
-    std::vector<double> out(static_cast<size_t>(cs.n) * static_cast<size_t>(q_dim), 0.0);
-    for (int t = 0; t < cs.n; ++t) {
-        const int L = cs.pos0 + t + 1;
-        std::vector<double> score(static_cast<size_t>(L));
-        for (int h = 0; h < cs.n_head; ++h) {
-            const float* qh = q.data() + static_cast<size_t>(t) * q_dim + static_cast<size_t>(h) * cs.hd;
-            const size_t ko = static_cast<size_t>(h / group) * cs.hd;
-            double mx = -INFINITY;
-            for (int p = 0; p < L; ++p) {
-                const size_t at = static_cast<size_t>(c.row(p)) * c.kv_dim + ko;
-                double dot = 0;
-                for (int d = 0; d < cs.hd; ++d) dot += static_cast<double>(qh[d]) * quant::f16_to_f32(c.k[at + d]);
-                score[static_cast<size_t>(p)] = dot * scale;
-                mx = std::max(mx, dot * scale);
-            }
-            double total = 0;
-            double* o = out.data() + static_cast<size_t>(t) * q_dim + static_cast<size_t>(h) * cs.hd;
-            for (int p = 0; p < L; ++p) {
-                const double e = std::exp(score[static_cast<size_t>(p)] - mx);
-                total += e;
-                const size_t at = static_cast<size_t>(c.row(p)) * c.kv_dim + ko;
-                for (int d = 0; d < cs.hd; ++d) o[d] += e * quant::f16_to_f32(c.v[at + d]);
-            }
-            for (int d = 0; d < cs.hd; ++d) o[d] /= total;
-        }
-    }
-    return out;
+    auto at = [&](const std::vector<uint16_t>& kv, int p, int kvh, int d) {
+        return static_cast<double>(quant::f16_to_f32(kv[static_cast<size_t>(c.row(p)) * c.kv_dim + static_cast<size_t>(kvh) * cs.hd + d]));
+    };
+    return causal_attention_f64(
+        q.data(), cs.n, cs.pos0, cs.n_head, cs.n_head_kv, cs.hd, [&](int p, int kvh, int d) { return at(c.k, p, kvh, d); },
+        [&](int p, int kvh, int d) { return at(c.v, p, kvh, d); });
 }
 
 template <int HD, int MT>

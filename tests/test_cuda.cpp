@@ -21,6 +21,7 @@
 #include "engine/ops.h"
 #include "engine/testing.h"
 #include "gguf/gguf.h"
+#include "attention_ref.h"
 #include "helpers.h"
 #include "minfer.h"
 #include "options/options.h"
@@ -28,6 +29,7 @@
 #include "quant/f16.h"
 #include "quant/quant.h"
 #include "quant/types.h"
+#include "attention_ref.h"
 #include "reference.h"
 #include "synth/synth.h"
 
@@ -638,7 +640,6 @@ TEST_SUITE("cuda") {
                 auto c = op_config(hd);
                 c.n_head = sh.n_head;
                 c.n_head_kv = sh.n_head_kv;
-                const int group = sh.n_head / sh.n_head_kv;
                 const size_t q_dim = static_cast<size_t>(sh.n_head) * hd, kv_dim = static_cast<size_t>(sh.n_head_kv) * hd;
                 auto gpu = device::cuda_make_ops(model, c, n_ctx, n_ctx, 1);
                 std::vector<int32_t> pages(n_ctx / minfer::engine::kKvPage);
@@ -668,25 +669,9 @@ TEST_SUITE("cuda") {
                     std::vector<float> out(q_dim);
                     gpu->read(og, out.data());
 
-                    std::vector<double> ref(q_dim, 0.0), score(static_cast<size_t>(L));
-                    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
-                    for (int h = 0; h < sh.n_head; ++h) {
-                        const size_t qo = static_cast<size_t>(h) * hd, ko = static_cast<size_t>(h / group) * hd;
-                        double mx = -INFINITY;
-                        for (int j = 0; j < L; ++j) {
-                            double dot = 0;
-                            for (int d = 0; d < hd; ++d) dot += static_cast<double>(q[qo + d]) * k[j * kv_dim + ko + d];
-                            score[static_cast<size_t>(j)] = dot * scale;
-                            mx = std::max(mx, dot * scale);
-                        }
-                        double total = 0;
-                        for (int j = 0; j < L; ++j) {
-                            const double e = std::exp(score[static_cast<size_t>(j)] - mx);
-                            total += e;
-                            for (int d = 0; d < hd; ++d) ref[qo + d] += e * v[j * kv_dim + ko + d];
-                        }
-                        for (int d = 0; d < hd; ++d) ref[qo + d] /= total;
-                    }
+                    const std::vector<double> ref = causal_attention_f64(
+                        q.data(), 1, L - 1, sh.n_head, sh.n_head_kv, hd, [&](int p, int kvh, int d) { return k[p * kv_dim + kvh * hd + d]; },
+                        [&](int p, int kvh, int d) { return v[p * kv_dim + kvh * hd + d]; });
                     CHECK(rel_l2(out, ref) < 1e-5);
                     // The launch of a CUDA graph step: the position read on the device, the split found there.
                     CHECK(rel_l2(device::testing::cuda_attention_decode(q, k16, v16, L, sh.n_head, sh.n_head_kv, hd, true), ref) < 1e-5);
@@ -1093,7 +1078,7 @@ TEST_SUITE("cuda") {
             CAPTURE(sh.n_head_kv);
             CAPTURE(sh.n);
             CAPTURE(sh.pos0);
-            const int L = sh.pos0 + sh.n, group = sh.n_head / sh.n_head_kv;
+            const int L = sh.pos0 + sh.n;
             const size_t q_dim = static_cast<size_t>(sh.n_head) * sh.hd, kv_dim = static_cast<size_t>(sh.n_head_kv) * sh.hd;
             const int n_pages = (L + 15) / 16 + 2;  // two pages no position maps to
             std::vector<int32_t> pages(static_cast<size_t>(n_pages));
@@ -1111,35 +1096,13 @@ TEST_SUITE("cuda") {
             const std::vector<float> q = normal(static_cast<size_t>(sh.n) * q_dim, seed + 3, 0.0f, 2.0f);
             seed += 4;
             const std::vector<float> out = device::testing::cuda_attention_prefill(q, k16, v16, pages, sh.n, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd);
-            auto row = [&](int p, int h) {
+            auto at = [&](int p, int kvh, int d) {  // the pool index of element d of KV head kvh at position p
                 return (static_cast<size_t>(pages[static_cast<size_t>(p / 16)]) * 16 + static_cast<size_t>(p % 16)) * kv_dim +
-                       static_cast<size_t>(h / group) * sh.hd;
+                       static_cast<size_t>(kvh) * sh.hd + static_cast<size_t>(d);
             };
-            const double scale = 1.0 / std::sqrt(static_cast<double>(sh.hd));
-            std::vector<double> ref(out.size(), 0.0), score(static_cast<size_t>(L));
-            for (int t = 0; t < sh.n; ++t) {
-                const int keys = sh.pos0 + t + 1;
-                for (int h = 0; h < sh.n_head; ++h) {
-                    const float* qh = q.data() + static_cast<size_t>(t) * q_dim + static_cast<size_t>(h) * sh.hd;
-                    double mx = -INFINITY;
-                    for (int p = 0; p < keys; ++p) {
-                        const float* kr = k.data() + row(p, h);
-                        double d = 0;
-                        for (int e = 0; e < sh.hd; ++e) d += static_cast<double>(qh[e]) * kr[e];
-                        score[static_cast<size_t>(p)] = d * scale;
-                        mx = std::max(mx, d * scale);
-                    }
-                    double sum = 0;
-                    double* o = ref.data() + static_cast<size_t>(t) * q_dim + static_cast<size_t>(h) * sh.hd;
-                    for (int p = 0; p < keys; ++p) {
-                        const double e = std::exp(score[static_cast<size_t>(p)] - mx);
-                        sum += e;
-                        const float* vr = v.data() + row(p, h);
-                        for (int d = 0; d < sh.hd; ++d) o[d] += e * vr[d];
-                    }
-                    for (int d = 0; d < sh.hd; ++d) o[d] /= sum;
-                }
-            }
+            const std::vector<double> ref = causal_attention_f64(
+                q.data(), sh.n, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int p, int kvh, int d) { return k[at(p, kvh, d)]; },
+                [&](int p, int kvh, int d) { return v[at(p, kvh, d)]; });
             const double err = rel_l2(out, ref);
             MESSAGE("prefill attention rel L2 " << err);
             CHECK(err < 1e-3);
@@ -1149,7 +1112,7 @@ TEST_SUITE("cuda") {
     // The multi-row decode launch over a paged cache against float64: rows of different lengths (one
     // chunk, many chunks) with shuffled page tables, each row's output poisoned first.
     TEST_CASE("attention decode rows: several sequences in one launch, paged, against float64") {
-        const int hd = 128, n_head = 28, n_head_kv = 4, group = n_head / n_head_kv;
+        const int hd = 128, n_head = 28, n_head_kv = 4;
         const std::vector<int32_t> lengths = {1, 33, 700, 4096, 2049};
         const int rows = static_cast<int>(lengths.size()), stride = 4096 / 16;
         const size_t q_dim = static_cast<size_t>(n_head) * hd, kv_dim = static_cast<size_t>(n_head_kv) * hd;
@@ -1176,30 +1139,16 @@ TEST_SUITE("cuda") {
         }
         const std::vector<float> q = normal(static_cast<size_t>(rows) * q_dim, 63, 0.0f, 2.0f);
         const std::vector<float> out = device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd);
-        const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
         for (int r = 0; r < rows; ++r) {
             CAPTURE(r);
             const int L = lengths[static_cast<size_t>(r)];
-            std::vector<double> ref(q_dim, 0.0), score(static_cast<size_t>(L));
-            for (int h = 0; h < n_head; ++h) {
-                const float* qh = q.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * hd;
-                auto row = [&](int j) {
-                    const size_t page = static_cast<size_t>(pages[static_cast<size_t>(r) * stride + j / 16]);
-                    return (page * 16 + static_cast<size_t>(j % 16)) * kv_dim + static_cast<size_t>(h / group) * hd;
-                };
-                double mx = -INFINITY;
-                for (int j = 0; j < L; ++j) {
-                    double d = 0;
-                    for (int e = 0; e < hd; ++e) d += static_cast<double>(qh[e]) * k[row(j) + static_cast<size_t>(e)];
-                    score[static_cast<size_t>(j)] = d * scale;
-                    mx = std::max(mx, d * scale);
-                }
-                double sum = 0;
-                for (int j = 0; j < L; ++j) sum += score[static_cast<size_t>(j)] = std::exp(score[static_cast<size_t>(j)] - mx);
-                for (int j = 0; j < L; ++j)
-                    for (int e = 0; e < hd; ++e)
-                        ref[static_cast<size_t>(h) * hd + static_cast<size_t>(e)] += score[static_cast<size_t>(j)] / sum * v[row(j) + static_cast<size_t>(e)];
-            }
+            auto at = [&](int p, int kvh, int d) {  // row r's pool index of element d of KV head kvh at position p
+                const size_t page = static_cast<size_t>(pages[static_cast<size_t>(r) * stride + p / 16]);
+                return (page * 16 + static_cast<size_t>(p % 16)) * kv_dim + static_cast<size_t>(kvh) * hd + static_cast<size_t>(d);
+            };
+            const std::vector<double> ref = causal_attention_f64(
+                q.data() + static_cast<size_t>(r) * q_dim, 1, L - 1, n_head, n_head_kv, hd, [&](int p, int kvh, int d) { return k[at(p, kvh, d)]; },
+                [&](int p, int kvh, int d) { return v[at(p, kvh, d)]; });
             const std::vector<float> got(out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * q_dim),
                                          out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * q_dim));
             CHECK(rel_l2(got, ref) < 1e-5);
