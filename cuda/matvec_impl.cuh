@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "cuda/block_bits.cuh"
 #include "cuda/matvec_ptx.cuh"
 #include "quant/blocks.h"
 #include "quant/types.h"
@@ -164,14 +165,7 @@ __device__ __forceinline__ uint2 bfrag(const Item& c, int m) { return ld64(c.xf 
 // 4q, 4q+2 as its first f16 pair and 4q+1, 4q+3 as its second); extra_lane(t, i) where the sum of x that
 // lane t's k-slot i of MMA 16 holds comes from; tile() decodes and multiplies one item.
 
-// The 6-bit scales (sc) and mins (mn) of sub-blocks 0-3 (t < 2) or 4-7 (t >= 2) of a q4_K/q5_K
-// super-block whose first 16 bytes are h (d, dmin, scales[12]): byte j of sc and mn is sub-block
-// 4 (t >> 1) + j's.
-__device__ __forceinline__ void k4_scales(const uint4 h, int t, uint32_t& sc, uint32_t& mn) {
-    const bool low = t < 2;
-    sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
-    mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
-}
+// k4_scales (the 6-bit q4_K/q5_K scales and mins of four sub-blocks): cuda/block_bits.cuh.
 
 // q4_K and q5_K: lane t takes qs bytes 32t .. 32t+31 of the super-block, i.e. sub-blocks 2t (low
 // nibbles, columns 64t + l) and 2t + 1 (high nibbles, 64t + 32 + l). The codes enter the MMA as sc * q
