@@ -21,6 +21,7 @@
 #include "cuda/model.cuh"
 #include "device/cuda_backend.h"
 #include "options/options.h"
+#include "quant/quant.h"
 #include "quant/types.h"
 
 namespace minfer::cuda {
@@ -256,6 +257,11 @@ const __half* PrefillGemm::f16_weight(quant::Type type, const void* w) const {
 void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t w_cols, const float* x, int n, float* out,
                       const char* name, bool same_input, bool accumulate) {
     prepare_input(x, n, w_cols, name, same_input);
+    if (narrow_quant(type, wd, n, w_cols)) {
+        float* y[1] = {out};
+        gemm_narrow_quant(a16_.as<__half>(), n, w_cols, 1, &type, &wd, &w_rows, y, accumulate, narrow_, stream_);
+        return;
+    }
     const int rows = static_cast<int>(w_rows), cols = static_cast<int>(w_cols);
     const __half* b = f16_weight(type, wd);
     if (!b) {
@@ -276,6 +282,16 @@ void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t 
 void PrefillGemm::run_joint(int nw, const Weight* w, int64_t cols, const float* x, int n, float* const* out, bool same_input) {
     const __half* b[3] = {};
     int64_t rows[3] = {}, total = 0;
+    bool quant = nw >= 1 && nw <= 3;
+    for (int i = 0; quant && i < nw; ++i) quant = narrow_quant(w[i].type, w[i].w, n, cols);
+    if (quant) {  // the quantized blocks, types mixed as they come (a q6_K v beside q4_K q and k)
+        quant::Type types[3] = {};
+        const void* q[3] = {};
+        for (int i = 0; i < nw; ++i) types[i] = w[i].type, q[i] = w[i].w, rows[i] = w[i].rows;
+        prepare_input(x, n, cols, w[0].name, same_input);
+        gemm_narrow_quant(a16_.as<__half>(), n, cols, nw, types, q, rows, out, false, narrow_, stream_);
+        return;
+    }
     bool joint = nw >= 1 && nw <= 3 && narrow(n) && cols % 8 == 0;
     for (int i = 0; joint && i < nw; ++i) {
         b[i] = f16_weight(w[i].type, w[i].w);
@@ -491,12 +507,15 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
 }
 
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
-                                 const std::vector<float>* c0, bool narrow, int parts) {
+                                 const std::vector<float>* c0, bool narrow, int parts, const std::vector<uint8_t>* bq, int32_t bq_type) {
     cuda::Stream stream;
-    DeviceMemory da(a.size() * 2, nullptr, "A"), db(b.size() * 2, nullptr, "B"),
-        dc(static_cast<uint64_t>(m) * n * 4, nullptr, "C");
+    const quant::Type qt = static_cast<quant::Type>(bq_type);
+    if (bq && (!narrow || !cuda::gemm_narrow_quant_supports(qt, k) || bq->size() != quant::row_bytes(qt, k) * static_cast<size_t>(n)))
+        fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_gemm_f16: quantized B of type %d, %d x %d, %zu bytes", bq_type, n, k, bq->size());
+    const size_t b_bytes = bq ? bq->size() : b.size() * 2;
+    DeviceMemory da(a.size() * 2, nullptr, "A"), db(b_bytes, nullptr, "B"), dc(static_cast<uint64_t>(m) * n * 4, nullptr, "C");
     check(cudaMemcpy(da.as<void>(), a.data(), a.size() * 2, cudaMemcpyHostToDevice), "upload A");
-    check(cudaMemcpy(db.as<void>(), b.data(), b.size() * 2, cudaMemcpyHostToDevice), "upload B");
+    check(cudaMemcpy(db.as<void>(), bq ? static_cast<const void*>(bq->data()) : b.data(), b_bytes, cudaMemcpyHostToDevice), "upload B");
     if (c0) check(cudaMemcpy(dc.as<void>(), c0->data(), dc.bytes(), cudaMemcpyHostToDevice), "upload C");
     else check(cudaMemset(dc.as<void>(), 0xff, dc.bytes()), "poison C");  // NaN everywhere: unwritten cells fail
     inputs_landed();
@@ -508,12 +527,20 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
         // the forward gives q, k and v; C is then gathered back into [m][n].
         if (parts < 1 || parts > 3 || n < parts) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_gemm_f16: %d parts of %d rows", parts, n);
         const __half* w[3];
+        const void* wq[3];
+        const quant::Type types[3] = {qt, qt, qt};
         int64_t rows[3];
         float* y[3];
-        std::vector<DeviceMemory> ys;
+        std::vector<DeviceMemory> ys, qparts;  // quantized: each matrix in its own allocation, as the weights are
         for (int i = 0, r0 = 0; i < parts; ++i) {
             rows[i] = i + 1 < parts ? n / parts : n - r0;
             w[i] = db.as<__half>() + int64_t{r0} * k;
+            if (bq) {
+                const size_t rb = quant::row_bytes(qt, k);
+                qparts.emplace_back(rb * rows[i], nullptr, "B part");
+                check(cudaMemcpy(qparts.back().as<void>(), bq->data() + rb * r0, rb * rows[i], cudaMemcpyHostToDevice), "upload B part");
+                wq[i] = qparts.back().as<void>();
+            }
             ys.emplace_back(static_cast<uint64_t>(m) * rows[i] * 4, nullptr, "C part");
             y[i] = ys.back().as<float>();
             std::vector<float> part(static_cast<size_t>(m) * rows[i], NAN);
@@ -529,7 +556,8 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
         check(cudaMemset(cnt.as<void>(), 0, cnt.bytes()), "zero the counters");
         const cuda::NarrowScratch scratch{ws.as<float>(), floats, cnt.as<int>(), counters};
         inputs_landed();
-        cuda::gemm_narrow(da.as<__half>(), m, k, parts, w, rows, y, c0 != nullptr, scratch, stream.get());
+        if (bq) cuda::gemm_narrow_quant(da.as<__half>(), m, k, parts, types, wq, rows, y, c0 != nullptr, scratch, stream.get());
+        else cuda::gemm_narrow(da.as<__half>(), m, k, parts, w, rows, y, c0 != nullptr, scratch, stream.get());
         stream.sync("gemm_narrow");
         std::vector<int> left(static_cast<size_t>(counters));
         check(cudaMemcpy(left.data(), cnt.as<void>(), cnt.bytes(), cudaMemcpyDeviceToHost), "download the counters");

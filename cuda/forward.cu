@@ -498,7 +498,8 @@ private:
         float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
         if (out8) {
             cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &logits, s(), false, n_rows);
-        } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w))) {
+        } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w) ||
+                                  gemm_->narrow_quant(output_.type, output_.w, n_rows, output_.cols))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
         } else if (n_rows > 1 && i8w(output_)) {
             // No f16 copy (the two-pass and fused paths; a tied embedding below the cache's size gate): the

@@ -18,11 +18,22 @@
 // order, whichever CTA comes last: the result does not depend on timing) and writes y. Each CTA has at
 // most two pieces (its first tile and its last), so the workspace holds two slots per CTA; the counter
 // goes back to zero for the next launch.
+//
+// Quantized weights (Q = true: q4_K, q6_K and q8_0, per matrix) are read as they are stored, 0.56 to
+// 1.06 bytes per weight where the f16 cache costs 2: each k-tile's bytes of a row (q4_K: the block
+// header and 32 bytes of codes; q6_K: the low and high code bits and the scales, each as the 16-byte
+// chunks that cover it, the blocks being 210 bytes; q8_0: the two blocks' cover) go through the cp.async
+// stages into kRawLd bytes per row, and once a stage has landed the CTA dequantizes it into one f16 tile
+// that the MMAs read as they read f16 weights. The dequantization repeats the CPU's (quant.cpp, and
+// cuda/dequant.cuh's deq8) operation for operation with explicitly rounded multiplies and subtractions,
+// integers made floats exactly by the 2^23 bias, and f16 by round-to-nearest-even: the tile holds the
+// bits of the f16 cache, and the result is the f16 path's, bit for bit.
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/matvec_ptx.cuh"  // first: CUDA (or, in tests/emu, its stand-ins)
+#include "cuda/block_bits.cuh"
 
 namespace minfer::cuda::gn {
 
@@ -49,17 +60,164 @@ template <int MT, int NW>
 constexpr int acc_floats() {
     return MT * NW * 4 * kThreads;
 }
-// Dynamic shared memory: the stages (token rows, then weight rows), then one int (the last-piece flag).
-template <int MT, int NW>
+// Quantized weights: the formats (Seg::fmt), the bytes of one row's k-tile in shared memory (q6_K's ten
+// 16-byte chunks, the most), the stages (three: the f16 tile takes the fourth's room).
+enum Fmt : int { kF16 = 0, kQ4_K = 1, kQ6_K = 2, kQ8_0 = 3 };
+constexpr int kRawLd = 160;
+constexpr int kStagesQ = 3;
+static_assert(kBK == 64, "the quantized k-tiles are 64 weights: a quarter of a K-quant block, two q8_0 blocks");
+
+template <bool Q>
+constexpr int stages() {
+    return Q ? kStagesQ : kStages;
+}
+// Bytes of one stage: the token rows (f16), then the weight rows (f16, or kRawLd raw bytes each).
+template <int MT, int NW, bool Q>
+constexpr int stage_bytes() {
+    return 16 * MT * kLd * 2 + tile_rows<NW>() * (Q ? kRawLd : kLd * 2);
+}
+// Dynamic shared memory: the stages, the dequantized f16 tile (Q), then one int (the last-piece flag).
+template <int MT, int NW, bool Q = false>
 constexpr int smem_bytes() {
-    return kStages * (16 * MT + tile_rows<NW>()) * kLd * 2 + 16;
+    return stages<Q>() * stage_bytes<MT, NW, Q>() + (Q ? tile_rows<NW>() * kLd * 2 : 0) + 16;
 }
 
 struct Seg {
-    const __half* w = nullptr;  // [n][k]
+    const __half* w = nullptr;  // [n][k] (f16)
     float* y = nullptr;         // [m][n]
     int n = 0;                  // weight rows
+    // Quantized (Q kernels only): the rows of `fmt` blocks, row_bytes apart, `bytes` in all (nothing past
+    // them is read).
+    const uint8_t* q = nullptr;
+    int64_t row_bytes = 0, bytes = 0;
+    int fmt = kF16;
 };
+
+// 16-byte chunks of one row's k-tile in shared memory, per format.
+__host__ __device__ constexpr int raw_chunks(int fmt) { return fmt == kQ4_K ? 3 : fmt == kQ6_K ? 10 : 6; }
+
+// Chunk j of the k-tile at element k0 (a multiple of 64) of the quantized row at address `row`: its
+// 16-byte-aligned global address, and in `dst` its byte offset in the row's kRawLd bytes.
+//  q4_K (144-byte blocks, rows a multiple of 16 bytes): the 16-byte header (d, dmin, scales), then the
+//    32 code bytes of the k-tile (low nibbles: its first 32 weights, high: the next 32), at 0 and 16.
+//  q6_K (210-byte blocks, so 2-byte alignment only): the cover of the 64 low-bit bytes at 0 (5 chunks),
+//    of the 32 high-bit bytes at 80 (3), of the 16 scales and d at 128 (2).
+//  q8_0 (34-byte blocks): the cover of the k-tile's two blocks (68 bytes, 6 chunks).
+__device__ __forceinline__ uintptr_t raw_chunk(int fmt, uintptr_t row, int k0, int j, int& dst) {
+    if (fmt == kQ4_K) {
+        const uintptr_t b = row + uintptr_t(k0 >> 8) * 144;
+        dst = 16 * j;
+        return j == 0 ? b : b + 16 + 32 * ((k0 >> 6) & 3) + 16 * (j - 1);
+    }
+    if (fmt == kQ6_K) {
+        const uintptr_t b = row + uintptr_t(k0 >> 8) * 210, h = (k0 >> 7) & 1;
+        const uintptr_t start = j < 5 ? b + 64 * h : j < 8 ? b + 128 + 32 * h : b + 192;
+        const int i = j < 5 ? j : j < 8 ? j - 5 : j - 8;
+        dst = (j < 5 ? 0 : j < 8 ? 80 : 128) + 16 * i;
+        return (start & ~uintptr_t{15}) + 16 * i;
+    }
+    dst = 16 * j;
+    return ((row + uintptr_t(k0 >> 5) * 34) & ~uintptr_t{15}) + 16 * j;
+}
+
+// Byte i of v plus 2^23, as a float: an exact float of v's byte after subtracting 2^23 (and a bias).
+__device__ __forceinline__ float biased_byte(uint32_t v, int i) { return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7650u + i)); }
+// Eight bytes at a 2-byte-aligned shared address (generic pointer).
+__device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
+    return make_uint2(uint32_t(h[0]) | uint32_t(h[1]) << 16, uint32_t(h[2]) | uint32_t(h[3]) << 16);
+}
+__device__ __forceinline__ float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p))); }
+
+// The f16 tile of one k-tile: row r of the raw stage (kRawLd bytes each) dequantized into row r of `wf`
+// (kLd halves each), columns 8p .. 8p+7 and 32 + 8p .. 32 + 8p + 7 for the groups p this thread takes
+// (every row's four groups spread over the CTA). `row` is the global address of the row the raw bytes
+// came from (for the alignment of q6_K's and q8_0's covers; never read). Rows past the matrix hold
+// zeros and dequantize to zeros.
+template <int kRows>
+__device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_t* wf, uintptr_t wq, int64_t row_bytes, int n0, int k0,
+                                             int tid) {
+    constexpr int kTpr = kThreads / kRows, kGroups = 4 / kTpr;  // threads per row, groups per thread
+    static_assert(kTpr >= 1 && kGroups >= 1, "a thread per row at most four");
+    const int r = tid / kTpr, p0 = (tid % kTpr) * kGroups, c = (k0 >> 6) & 3;
+    const uint8_t* R = raw + r * kRawLd;
+    const uintptr_t row = wq + uintptr_t(int64_t{n0 + r} * row_bytes);
+    float slo[2], shi[2];  // per format: the scales of the two halves (and q4_K's mins)
+    int o0 = 0, o1 = 0, o2 = 0;
+    if (fmt == kQ4_K) {
+        const uint4 h = *reinterpret_cast<const uint4*>(R);
+        uint32_t sc, mn;
+        mv::k4_scales(h, c, sc, mn);
+        const int s = 16 * (c & 1);  // bytes 2 (c & 1) and 2 (c & 1) + 1: sub-blocks 2c and 2c + 1
+        const float d = __half2float(__ushort_as_half(static_cast<uint16_t>(h.x))),
+                    dmin = __half2float(__ushort_as_half(static_cast<uint16_t>(h.x >> 16)));
+        slo[0] = __fmul_rn(d, static_cast<float>((sc >> s) & 0xffu));
+        slo[1] = __fmul_rn(dmin, static_cast<float>((mn >> s) & 0xffu));
+        shi[0] = __fmul_rn(d, static_cast<float>((sc >> (s + 8)) & 0xffu));
+        shi[1] = __fmul_rn(dmin, static_cast<float>((mn >> (s + 8)) & 0xffu));
+    } else if (fmt == kQ6_K) {
+        const uintptr_t b = row + uintptr_t(k0 >> 8) * 210, h = (k0 >> 7) & 1;
+        o0 = static_cast<int>((b + 64 * h) & 15);
+        o1 = 80 + static_cast<int>((b + 128 + 32 * h) & 15);
+        o2 = 128 + static_cast<int>((b + 192) & 15);
+    } else {
+        o0 = static_cast<int>((row + uintptr_t(k0 >> 5) * 34) & 15);
+        slo[0] = f16_at(R + o0);
+        shi[0] = f16_at(R + o0 + 34);
+    }
+    #pragma unroll
+    for (int gi = 0; gi < kGroups; ++gi) {
+        const int p = p0 + gi;
+        float lo[8], hi[8];
+        if (fmt == kQ4_K) {
+            const uint2 q = *reinterpret_cast<const uint2*>(R + 16 + 8 * p);
+            #pragma unroll
+            for (int w = 0; w < 2; ++w) {
+                const uint32_t v = w ? q.y : q.x, l = v & 0x0F0F0F0Fu, u = (v >> 4) & 0x0F0F0F0Fu;
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    lo[4 * w + i] = __fsub_rn(__fmul_rn(slo[0], __fsub_rn(biased_byte(l, i), 8388608.0f)), slo[1]);
+                    hi[4 * w + i] = __fsub_rn(__fmul_rn(shi[0], __fsub_rn(biased_byte(u, i), 8388608.0f)), shi[1]);
+                }
+            }
+        } else if (fmt == kQ6_K) {
+            // weights 64c + 8p + i (k = 2 (c & 1)) and 64c + 32 + 8p + i (k + 1): low bits from ql[64h + l]
+            // and ql[64h + 32 + l] (low nibbles for c even, high for c odd), high bits from qh[32h + l] at 2k.
+            const int kp = c & 1;
+            const uint2 a = ld8_a2(R + o0 + 8 * p), b = ld8_a2(R + o0 + 32 + 8 * p), qh = ld8_a2(R + o1 + 8 * p);
+            const float d = f16_at(R + o2 + 16);
+            const float s_lo = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + (p >> 1)]))),
+                        s_hi = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + 2 + (p >> 1)])));
+            #pragma unroll
+            for (int w = 0; w < 2; ++w) {
+                const uint32_t h = w ? qh.y : qh.x;
+                const uint32_t ul = (((w ? a.y : a.x) >> (4 * kp)) & 0x0F0F0F0Fu) | (((h >> (4 * kp)) & 0x03030303u) << 4);
+                const uint32_t uh = (((w ? b.y : b.x) >> (4 * kp)) & 0x0F0F0F0Fu) | (((h >> (4 * kp + 2)) & 0x03030303u) << 4);
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    lo[4 * w + i] = __fmul_rn(s_lo, __fsub_rn(biased_byte(ul, i), 8388640.0f));  // code - 32
+                    hi[4 * w + i] = __fmul_rn(s_hi, __fsub_rn(biased_byte(uh, i), 8388640.0f));
+                }
+            }
+        } else {
+            const uint2 a = ld8_a2(R + o0 + 2 + 8 * p), b = ld8_a2(R + o0 + 36 + 8 * p);
+            #pragma unroll
+            for (int w = 0; w < 2; ++w) {
+                const uint32_t ul = (w ? a.y : a.x) ^ 0x80808080u, uh = (w ? b.y : b.x) ^ 0x80808080u;  // code + 128
+                #pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    lo[4 * w + i] = __fmul_rn(__fsub_rn(biased_byte(ul, i), 8388736.0f), slo[0]);
+                    hi[4 * w + i] = __fmul_rn(__fsub_rn(biased_byte(uh, i), 8388736.0f), shi[0]);
+                }
+            }
+        }
+        uint4* out = reinterpret_cast<uint4*>(wf + (r * kLd + 8 * p) * 2);
+        out[0] = make_uint4(mv::pack_f16x2(lo[0], lo[1]), mv::pack_f16x2(lo[2], lo[3]), mv::pack_f16x2(lo[4], lo[5]),
+                            mv::pack_f16x2(lo[6], lo[7]));
+        out[32 / 8] = make_uint4(mv::pack_f16x2(hi[0], hi[1]), mv::pack_f16x2(hi[2], hi[3]), mv::pack_f16x2(hi[4], hi[5]),
+                                 mv::pack_f16x2(hi[6], hi[7]));
+    }
+}
 
 struct Args {
     const __half* x = nullptr;  // [m][k]
@@ -74,11 +232,11 @@ struct Args {
     int* counters = nullptr; // one per tile, zero between launches
 };
 
-template <int MT, int NW>
+template <int MT, int NW, bool Q = false>
 __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
     static_assert(MT >= 1 && MT <= 4 && (NW == 2 || NW == 4), "the shapes the launcher instantiates");
     constexpr int kXRows = 16 * MT, kWRows = tile_rows<NW>();
-    constexpr int kStageHalves = (kXRows + kWRows) * kLd;
+    constexpr int kS = stages<Q>(), kStageBytes = stage_bytes<MT, NW, Q>(), kWf = kS * kStageBytes;
     constexpr int kAcc = MT * NW * 4;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
@@ -87,13 +245,32 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
     const int kt = a.k_tiles;
 
     const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
-    auto x_stage = [&](int st) { return sbase + static_cast<uint32_t>(st * kStageHalves * 2); };
+    auto x_stage = [&](int st) { return sbase + static_cast<uint32_t>(st * kStageBytes); };
     auto w_stage = [&](int st) { return x_stage(st) + static_cast<uint32_t>(kXRows * kLd * 2); };
-    int* flag = reinterpret_cast<int*>(mv::mv_smem + kStages * kStageHalves * 2);
+    int* flag = reinterpret_cast<int*>(mv::mv_smem + smem_bytes<MT, NW, Q>() - 16);
 
     // k-tile j of a piece into stage st: 16-byte chunks, kChunks per row, consecutive threads along a row; rows
     // past m or n and columns past k are zero-filled (nothing read).
-    auto load_w = [&](const __half* w, int n, int n0, int k0, int st) {
+    // Quantized: the chunks raw_chunk names, rows past n and bytes past the matrix zero-filled.
+    auto load_q = [&](const Seg& sg, int n0, int k0, int st) {
+        const int nch = raw_chunks(sg.fmt);
+        const uintptr_t base = reinterpret_cast<uintptr_t>(sg.q), end = base + static_cast<uintptr_t>(sg.bytes);
+        for (int i = tid; i < kWRows * nch; i += kThreads) {
+            const int r = i / nch, j = i - r * nch;
+            int dst = 0;
+            const uintptr_t src = raw_chunk(sg.fmt, base + static_cast<uintptr_t>(int64_t{n0 + r} * sg.row_bytes), k0, j, dst);
+            const int len = n0 + r >= sg.n || src >= end ? 0 : end - src >= 16 ? 16 : static_cast<int>(end - src);
+            mv::cp_async16<0>(w_stage(st) + static_cast<uint32_t>(r * kRawLd + dst), len > 0 ? reinterpret_cast<const void*>(src) : sg.q,
+                              len);
+        }
+    };
+    auto load_w = [&](const Seg& sg, int n0, int k0, int st) {
+        if constexpr (Q) {
+            load_q(sg, n0, k0, st);
+            return;
+        }
+        const __half* w = sg.w;
+        const int n = sg.n;
         for (int i = tid; i < kWRows * kChunks; i += kThreads) {
             const int r = i / kChunks, c = (i % kChunks) * 8, gk = k0 + c;
             const bool ok = n0 + r < n && gk < a.k;
@@ -116,23 +293,23 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
         u += ke - kb;
         // The tile's segment, by selects (no indexed parameter: no stack frame).
         const int seg = tile < a.tiles0 ? 0 : tile < a.tiles01 ? 1 : 2;
-        const __half* w = seg == 0 ? a.s0.w : seg == 1 ? a.s1.w : a.s2.w;
-        float* y = seg == 0 ? a.s0.y : seg == 1 ? a.s1.y : a.s2.y;
-        const int n = seg == 0 ? a.s0.n : seg == 1 ? a.s1.n : a.s2.n;
+        const Seg sg = seg == 0 ? a.s0 : seg == 1 ? a.s1 : a.s2;
+        float* y = sg.y;
+        const int n = sg.n;
         const int n0 = (tile - (seg == 0 ? 0 : seg == 1 ? a.tiles0 : a.tiles01)) * kWRows;
         const int nk = ke - kb;
 
-        // Prologue: stages 0 .. kStages-2 (one commit group each; the first also holds the weight copies
-        // issued before the wait).
+        // Prologue: stages 0 .. kS-2 (one commit group each; the first also holds the weight copies issued
+        // before the wait).
         if (!waited) {
-            for (int j = 0; j < kStages - 1; ++j)
-                if (j < nk) load_w(w, n, n0, (kb + j) * kBK, j);
+            for (int j = 0; j < kS - 1; ++j)
+                if (j < nk) load_w(sg, n0, (kb + j) * kBK, j);
             pdl_wait();
             pdl_launch_dependents();
         }
-        for (int j = 0; j < kStages - 1; ++j) {
+        for (int j = 0; j < kS - 1; ++j) {
             if (j < nk) {
-                if (waited) load_w(w, n, n0, (kb + j) * kBK, j);
+                if (waited) load_w(sg, n0, (kb + j) * kBK, j);
                 load_x((kb + j) * kBK, j);
             }
             mv::cp_async_commit();
@@ -146,17 +323,24 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
             for (int nt = 0; nt < NW; ++nt) acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
 
         for (int j = 0; j < nk; ++j) {
-            mv::cp_async_wait<kStages - 2>();
-            __syncthreads();  // stage j % kStages landed for every thread; stage (j - 1) % kStages is free
+            mv::cp_async_wait<kS - 2>();
+            __syncthreads();  // stage j % kS landed for every thread; stage (j - 1) % kS and the f16 tile are free
             {
-                const int jn = j + kStages - 1, st = jn % kStages;
+                const int jn = j + kS - 1, st = jn % kS;
                 if (jn < nk) {
-                    load_w(w, n, n0, (kb + jn) * kBK, st);
+                    load_w(sg, n0, (kb + jn) * kBK, st);
                     load_x((kb + jn) * kBK, st);
                 }
                 mv::cp_async_commit();
             }
-            const uint32_t xs = x_stage(j % kStages), wsm = w_stage(j % kStages);
+            const uint32_t xs = x_stage(j % kS);
+            uint32_t wsm = w_stage(j % kS);
+            if constexpr (Q) {
+                dequant_rows<kWRows>(sg.fmt, mv::mv_smem + (wsm - sbase), mv::mv_smem + kWf, reinterpret_cast<uintptr_t>(sg.q),
+                                     sg.row_bytes, n0, (kb + j) * kBK, tid);
+                __syncthreads();  // the f16 tile is whole
+                wsm = sbase + kWf;
+            }
             #pragma unroll
             for (int kk = 0; kk < kBK / 16; ++kk) {
                 uint32_t xa[MT][4];

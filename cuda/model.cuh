@@ -150,6 +150,15 @@ private:
 #ifndef MINFER_GEMM_NARROW_BYTES
 #define MINFER_GEMM_NARROW_BYTES (64 << 20)
 #endif
+// The narrow GEMM on the quantized weights themselves (q4_K, q6_K, q8_0) for the matmuls of up to
+// MINFER_GEMM_NARROW_MAX tokens, joint or single, of weights without an f16 copy (1; 0: never): there it
+// replaces a dequantization pass into the scratch and a GEMM. Weights in the f16 cache keep the f16
+// routes: the in-tile dequantization holds the kernel to 250-670 GB/s of quantized bytes (a third of the
+// cache's bytes), slower than cuBLAS or the narrow GEMM reading f16 at 2.5-3.9 TB/s (H200, the 7B's
+// shapes, bench_gemm_narrow; docs/perf.md).
+#ifndef MINFER_GEMM_NARROW_QUANT
+#define MINFER_GEMM_NARROW_QUANT 1
+#endif
 
 namespace minfer::cuda {
 
@@ -183,6 +192,10 @@ public:
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands.
     __half* input16(const float* x, int n, int64_t cols);
+    // Whether run() takes n tokens of this weight through the narrow GEMM on its quantized blocks.
+    bool narrow_quant(quant::Type type, const void* w, int n, int64_t cols) const {
+        return MINFER_GEMM_NARROW_QUANT && narrow(n) && gemm_narrow_quant_supports(type, cols) && !f16_weight(type, w);
+    }
 
 private:
     static constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper

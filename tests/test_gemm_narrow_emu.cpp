@@ -6,8 +6,10 @@
 // completes them), CTAs run in ascending and in shuffled order, with and without the accumulate epilogue.
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes. Outputs are poisoned and
-// fenced; the counters must be zero again afterwards. No GPU is needed; cuda_tests checks the same
-// kernel on one.
+// fenced; the counters must be zero again afterwards. The quantized kernel (q4_K, q6_K, q8_0 weights,
+// mixed in one launch, rows whose starts fall on every 2-byte alignment, the last chunk of the matrix cut
+// at its end) must give the f16 kernel's bits on the dequantized weights. No GPU is needed; cuda_tests
+// checks the same kernels on one.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -20,6 +22,7 @@
 #include "cuda/gemm_narrow.cuh"  // with tests/emu first on the include path: the emulated CUDA
 #include "emu_test.h"
 #include "quant/f16.h"
+#include "quant/quant.h"
 
 namespace {
 
@@ -117,6 +120,103 @@ double run_case(const Case& cs, const Config& cfg, bool shuffled, uint64_t seed)
     return worst;
 }
 
+// The quantized kernel against the f16 kernel on the same weights dequantized and rounded to f16 (what
+// the f16 cache holds): every output bit for bit, no NaN, counters back at zero, fences intact.
+template <int MT, int NW>
+void run_quant_case(const Case& cs, const std::vector<quant::Type>& types, const Config& cfg, bool shuffled, uint64_t seed) {
+    const int nseg = static_cast<int>(cs.rows.size());
+    const auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);
+    std::vector<std::vector<uint8_t>> q(3);
+    std::vector<std::vector<uint16_t>> w16(3);
+    std::vector<std::vector<float>> yq(3), yf(3);
+    gn::Args aq, af;
+    for (gn::Args* a : {&aq, &af}) {
+        a->x = reinterpret_cast<const __half*>(x.data());
+        a->m = cs.m;
+        a->k = cs.k;
+        a->accumulate = cs.accumulate;
+    }
+    gn::Seg* sq[3] = {&aq.s0, &aq.s1, &aq.s2};
+    gn::Seg* sf[3] = {&af.s0, &af.s1, &af.s2};
+    int tiles[3] = {0, 0, 0}, total = 0;
+    for (int i = 0; i < nseg; ++i) {
+        const int n = cs.rows[static_cast<size_t>(i)];
+        const quant::Type t = types[static_cast<size_t>(i)];
+        const size_t rb = quant::row_bytes(t, cs.k);
+        // Rows of varied magnitude (scales from tiny to large), quantized by the CPU quantizer.
+        std::vector<float> v = normal(static_cast<size_t>(n) * cs.k, seed + 10 + i);
+        for (int r = 0; r < n; ++r)
+            for (int e = 0; e < cs.k; ++e) v[static_cast<size_t>(r) * cs.k + e] *= std::ldexp(1.0f, r % 7 - 3);
+        q[i].resize(rb * n);
+        w16[i].resize(static_cast<size_t>(n) * cs.k);
+        std::vector<float> back(static_cast<size_t>(cs.k));
+        for (int r = 0; r < n; ++r) {
+            quant::quantize_row(t, v.data() + static_cast<size_t>(r) * cs.k, q[i].data() + rb * r, cs.k);
+            quant::dequantize_row(t, q[i].data() + rb * r, back.data(), cs.k);
+            for (int e = 0; e < cs.k; ++e) w16[i][static_cast<size_t>(r) * cs.k + e] = quant::f32_to_f16(back[static_cast<size_t>(e)]);
+        }
+        const std::vector<float> c0 = normal(static_cast<size_t>(cs.m) * n, seed + 20 + i);
+        for (auto* y : {&yq[i], &yf[i]}) {
+            y->assign(static_cast<size_t>(cs.m) * n + kFence, kGuard);
+            if (cs.accumulate) std::copy(c0.begin(), c0.end(), y->begin());
+            else std::fill(y->begin(), y->end() - kFence, NAN);
+        }
+        *sf[i] = gn::Seg{reinterpret_cast<const __half*>(w16[i].data()), yf[i].data(), n};
+        gn::Seg& g = *sq[i];
+        g.y = yq[i].data();
+        g.n = n;
+        g.q = q[i].data();
+        g.row_bytes = static_cast<int64_t>(rb);
+        g.bytes = static_cast<int64_t>(q[i].size());
+        g.fmt = t == quant::Type::Q4_K ? gn::kQ4_K : t == quant::Type::Q6_K ? gn::kQ6_K : gn::kQ8_0;
+        tiles[i] = (n + gn::tile_rows<NW>() - 1) / gn::tile_rows<NW>();
+        total += tiles[i];
+    }
+    std::vector<int64_t> order;
+    for (gn::Args* a : {&aq, &af}) {
+        a->tiles0 = tiles[0];
+        a->tiles01 = tiles[0] + tiles[1];
+        a->k_tiles = cs.k / gn::kBK;
+        a->units = total * a->k_tiles;
+        a->per_cta = cs.per_cta > 0 ? cs.per_cta : a->k_tiles + 1;
+    }
+    const int grid = (aq.units + aq.per_cta - 1) / aq.per_cta;
+    order.resize(static_cast<size_t>(grid));
+    std::iota(order.begin(), order.end(), 0);
+    if (shuffled) std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 99));
+    auto run = [&](gn::Args& a, bool quantized) {
+        std::vector<float> ws(static_cast<size_t>(2 * grid) * gn::acc_floats<MT, NW>(), NAN);
+        std::vector<int> counters(static_cast<size_t>(total), 0);
+        a.ws = ws.data();
+        a.counters = counters.data();
+        auto& readable = mv_emu::readable;
+        readable.clear();
+        readable.push_back({x.data(), x.size() * 2});
+        readable.push_back({ws.data(), ws.size() * 4});
+        for (int i = 0; i < nseg; ++i) {
+            if (quantized) readable.push_back({q[i].data(), q[i].size()});  // the exact bytes: no read past the matrix
+            else readable.push_back({w16[i].data(), w16[i].size() * 2});
+        }
+        if (quantized)
+            emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW, true>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW, true>(a); }, &order);
+        else
+            emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW>(a); }, &order);
+        readable.clear();
+        CHECK(std::all_of(counters.begin(), counters.end(), [](int c) { return c == 0; }));
+    };
+    run(aq, true);
+    run(af, false);
+    for (int i = 0; i < nseg; ++i) {
+        CAPTURE(i);
+        CAPTURE(static_cast<int>(types[static_cast<size_t>(i)]));
+        CHECK_MESSAGE(std::all_of(yq[i].end() - kFence, yq[i].end(), [](float v) { return v == kGuard; }), "written past y");
+        CHECK(std::all_of(yq[i].begin(), yq[i].end(), [](float v) { return std::isfinite(v); }));
+        size_t differ = 0;
+        for (size_t j = 0; j < yq[i].size(); ++j) differ += quant::f32_bits(yq[i][j]) != quant::f32_bits(yf[i][j]);
+        CHECK(differ == 0);
+    }
+}
+
 template <int MT>
 void run_all(const Case& cs, uint64_t seed) {
     for (const Config& cfg : kConfigs)
@@ -154,6 +254,39 @@ TEST_CASE("narrow GEMM: against float64 for 9 to 64 tokens, one and three matric
             case 3: run_all<3>(cs, seed); break;
             default: run_all<4>(cs, seed); break;
         }
+        seed += 100;
+    }
+}
+
+TEST_CASE("narrow GEMM on quantized weights: the f16 kernel's bits on the dequantized weights") {
+    using T = quant::Type;
+    const Case cases[] = {
+        {9, 512, {200}, 0, false},           // q4_K, two blocks a row; tiles cut across CTAs
+        {16, 256, {70}, 1, true},             // q6_K, a CTA per k-tile (each a quarter block); accumulate
+        {33, 512, {130, 40, 40}, 3, false},   // q/k/v of a q4_K_M file: q4_K, q4_K, q6_K in one launch
+        {64, 192, {97}, 2, true},             // q8_0, 204-byte rows: every 2-byte alignment of the cover
+        {24, 768, {40, 72}, 0, false},        // q8_0 and q6_K (420-byte rows); the matrix's last chunk cut
+    };
+    const std::vector<T> types[] = {{T::Q4_K}, {T::Q6_K}, {T::Q4_K, T::Q4_K, T::Q6_K}, {T::Q8_0}, {T::Q8_0, T::Q6_K}};
+    uint64_t seed = 5000;
+    for (size_t c = 0; c < std::size(cases); ++c) {
+        const Case& cs = cases[c];
+        const std::vector<T>& ts = types[c];
+        CAPTURE(cs.m);
+        CAPTURE(cs.k);
+        CAPTURE(cs.rows.size());
+        CAPTURE(cs.per_cta);
+        for (const Config& cfg : kConfigs)
+            for (bool shuffled : {false, true}) {
+                CAPTURE(cfg.reverse);
+                CAPTURE(shuffled);
+                switch ((cs.m + 15) / 16) {
+                    case 1: run_quant_case<1, 2>(cs, ts, cfg, shuffled, seed); run_quant_case<1, 4>(cs, ts, cfg, shuffled, seed); break;
+                    case 2: run_quant_case<2, 2>(cs, ts, cfg, shuffled, seed); run_quant_case<2, 4>(cs, ts, cfg, shuffled, seed); break;
+                    case 3: run_quant_case<3, 2>(cs, ts, cfg, shuffled, seed); run_quant_case<3, 4>(cs, ts, cfg, shuffled, seed); break;
+                    default: run_quant_case<4, 2>(cs, ts, cfg, shuffled, seed); run_quant_case<4, 4>(cs, ts, cfg, shuffled, seed); break;
+                }
+            }
         seed += 100;
     }
 }

@@ -140,9 +140,11 @@ namespace minfer::device::testing {
 std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols);
 // C[m][n] = sum_k A[m][k] * B[n][k] on f16 bit patterns, by the tensor-core GEMM (narrow: the narrow GEMM
 // of up to 64 tokens, B split into `parts` matrices of consecutive rows in one launch, as q, k and v are).
-// With c0 ([m][n]): C = c0 + A B^T (the accumulate epilogue, the residual add).
+// With c0 ([m][n]): C = c0 + A B^T (the accumulate epilogue, the residual add). With bq (narrow only): the
+// narrow GEMM on B's quantized rows of type bq_type instead (b unused), as the forward runs it.
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
-                                 const std::vector<float>* c0 = nullptr, bool narrow = false, int parts = 1);
+                                 const std::vector<float>* c0 = nullptr, bool narrow = false, int parts = 1,
+                                 const std::vector<uint8_t>* bq = nullptr, int32_t bq_type = 0);
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode

@@ -37,7 +37,7 @@ void cuda_inject_fault() { no_cuda(); }
 namespace testing {
 std::vector<uint16_t> cuda_dequant_f16(int32_t, const void*, uint64_t, int64_t, int64_t) { no_cuda(); }
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int, const std::vector<float>*,
-                                 bool, int) {
+                                 bool, int, const std::vector<uint8_t>*, int32_t) {
     no_cuda();
 }
 uint64_t cuda_free_bytes() { no_cuda(); }

@@ -65,6 +65,7 @@ struct int4 {
 };
 inline int2 make_int2(int x, int y) { return {x, y}; }
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
+inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct __half {
     uint16_t bits;
@@ -90,6 +91,10 @@ inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
     const uint64_t v = (uint64_t(hi) << 32) | lo;
     return uint32_t(v >> (shift & 31));
 }
+// The explicitly rounded f32 operations: IEEE single precision on the host too (the tests are built without
+// FMA contraction).
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
