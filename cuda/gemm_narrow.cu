@@ -129,15 +129,15 @@ void launch_mt(const gn::Args& a, const Mats& mats, const NarrowScratch& s, cuda
 
 // Checks the shapes, then launches the instantiation for m tokens.
 template <bool Q>
-void run(const __half* x, int m, int64_t k, const Mats& mats, const uintptr_t* addr, bool accumulate, const NarrowScratch& scratch,
-         cudaStream_t stream) {
+void run(const __half* x, int m, int64_t k, const Mats& mats, bool accumulate, const NarrowScratch& scratch, cudaStream_t stream) {
     const int nseg = mats.nseg;
     if (m < 1 || m > kNarrowMaxTokens || nseg < 1 || nseg > gn::kMaxSegs || k < 8 || k % 8 != 0 || k > INT_MAX / 2)
         fail(MINFER_ERR_INTERNAL, "narrow GEMM: m = %d, %d matrices, k = %lld unsupported", m, nseg, static_cast<long long>(k));
     int64_t units = 0;
     for (int i = 0; i < nseg; ++i) {
         const int64_t rows = mats.rows[i];
-        if (rows < 1 || rows > INT_MAX / 2 || addr[i] % 16 != 0)
+        const uintptr_t addr = Q ? reinterpret_cast<uintptr_t>(mats.q[i]) : reinterpret_cast<uintptr_t>(mats.w[i]);
+        if (rows < 1 || rows > INT_MAX / 2 || addr % 16 != 0)
             fail(MINFER_ERR_INTERNAL, "narrow GEMM: matrix %d (%lld rows) unsupported or misaligned", i, static_cast<long long>(rows));
         if (Q && !gemm_narrow_quant_supports(mats.types[i], k))
             fail(MINFER_ERR_INTERNAL, "narrow GEMM: matrix %d: type %d at width %lld unsupported", i, static_cast<int>(mats.types[i]),
@@ -173,14 +173,7 @@ int64_t gemm_narrow_counters(int64_t rows) {
 
 void gemm_narrow(const __half* x, int m, int64_t k, int nseg, const __half* const* w, const int64_t* rows, float* const* y,
                  bool accumulate, const NarrowScratch& scratch, cudaStream_t stream) {
-    Mats mats;
-    mats.nseg = nseg;
-    mats.w = w;
-    mats.rows = rows;
-    mats.y = y;
-    uintptr_t addr[gn::kMaxSegs] = {};
-    for (int i = 0; i < nseg && i < gn::kMaxSegs; ++i) addr[i] = reinterpret_cast<uintptr_t>(w[i]);
-    run<false>(x, m, k, mats, addr, accumulate, scratch, stream);
+    run<false>(x, m, k, Mats{nseg, w, nullptr, nullptr, rows, y}, accumulate, scratch, stream);
 }
 
 bool gemm_narrow_quant_supports(quant::Type t, int64_t k) {
@@ -190,15 +183,7 @@ bool gemm_narrow_quant_supports(quant::Type t, int64_t k) {
 
 void gemm_narrow_quant(const __half* x, int m, int64_t k, int nseg, const quant::Type* types, const void* const* w, const int64_t* rows,
                        float* const* y, bool accumulate, const NarrowScratch& scratch, cudaStream_t stream) {
-    Mats mats;
-    mats.nseg = nseg;
-    mats.types = types;
-    mats.q = w;
-    mats.rows = rows;
-    mats.y = y;
-    uintptr_t addr[gn::kMaxSegs] = {};
-    for (int i = 0; i < nseg && i < gn::kMaxSegs; ++i) addr[i] = reinterpret_cast<uintptr_t>(w[i]);
-    run<true>(x, m, k, mats, addr, accumulate, scratch, stream);
+    run<true>(x, m, k, Mats{nseg, nullptr, types, w, rows, y}, accumulate, scratch, stream);
 }
 
 }  // namespace minfer::cuda
