@@ -208,7 +208,8 @@ namespace minfer::cuda {
 PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_tokens, cudaStream_t stream)
     : m_(m), stream_(stream) {
     // The widest matmul input and the largest weight a prefill matmul dequantizes (the output projection
-    // takes this path only from the f16 cache, for the rows of a batch; otherwise mat-vecs).
+    // comes here only for the rows of a batch, from the f16 cache or through the quantized narrow GEMM,
+    // neither of which dequantizes into the scratch; otherwise mat-vecs).
     int64_t max_cols = 0, max_w = 0;
     for (int64_t d : {int64_t{c.n_embd}, int64_t{c.n_head} * c.head_dim, int64_t{c.n_ff}}) max_cols = std::max(max_cols, d);
     const int64_t q_dim = int64_t{c.n_head} * c.head_dim, kv_dim = int64_t{c.n_head_kv} * c.head_dim;

@@ -487,8 +487,8 @@ private:
         }
         // The rows asked for, gathered and normed, through the output projection: the int8 mat-vec for up
         // to kMatvecMaxCols rows where the weight has it, else one GEMM for several rows when the weight is
-        // f16 or in the f16 cache, else the int8 mat-vec kMatvecMaxCols rows at a time where the weight has
-        // it, else a mat-vec per row.
+        // f16, in the f16 cache or taken by the quantized narrow GEMM (up to 64 rows), else the int8
+        // mat-vec kMatvecMaxCols rows at a time where the weight has it, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
         const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_);
         if (n_rows > 0) {

@@ -94,7 +94,7 @@ struct Seg {
 };
 
 // 16-byte chunks of one row's k-tile in shared memory, per format.
-__host__ __device__ constexpr int raw_chunks(int fmt) { return fmt == kQ4_K ? 3 : fmt == kQ6_K ? 10 : 6; }
+__host__ __device__ constexpr int raw_chunks(int fmt) { return fmt == kQ4_K ? 3 : fmt == kQ6_K ? 10 : 5; }
 
 // Chunk j of the k-tile at element k0 (a multiple of 64) of the quantized row at address `row`: its
 // 16-byte-aligned global address, and in `dst` its byte offset in the row's kRawLd bytes.
@@ -102,7 +102,8 @@ __host__ __device__ constexpr int raw_chunks(int fmt) { return fmt == kQ4_K ? 3 
 //    32 code bytes of the k-tile (low nibbles: its first 32 weights, high: the next 32), at 0 and 16.
 //  q6_K (210-byte blocks, so 2-byte alignment only): the cover of the 64 low-bit bytes at 0 (5 chunks),
 //    of the 32 high-bit bytes at 80 (3), of the 16 scales and d at 128 (2).
-//  q8_0 (34-byte blocks): the cover of the k-tile's two blocks (68 bytes, 6 chunks).
+//  q8_0 (34-byte blocks): the cover of the k-tile's two blocks (68 bytes, 5 chunks: the launcher takes
+//    widths of whole k-tiles, so rows are 68 * k / 64 bytes and every k-tile starts 4-byte aligned).
 __device__ __forceinline__ uintptr_t raw_chunk(int fmt, uintptr_t row, int k0, int j, int& dst) {
     if (fmt == kQ4_K) {
         const uintptr_t b = row + uintptr_t(k0 >> 8) * 144;

@@ -81,9 +81,10 @@ int64_t gemm_narrow_ws_floats();
 int64_t gemm_narrow_counters(int64_t rows);
 void gemm_narrow(const __half* x, int m, int64_t k, int nseg, const __half* const* w, const int64_t* rows, float* const* y,
                  bool accumulate, const NarrowScratch& scratch, cudaStream_t stream);
-// The same on quantized weights as stored (the types gemm_narrow_quant_supports, each weight its own; rows
-// of row_bytes(type, k) bytes, 16-byte aligned), dequantized in shared memory to the bits of the f16
-// cache: the result is gemm_narrow's on the cache, bit for bit, for a third to a half of the bytes read.
+// The same on quantized weights as stored (the types gemm_narrow_quant_supports, each weight its own: rows
+// of row_bytes(type, k) bytes back to back from a 16-byte-aligned start), dequantized in shared memory to
+// the bits of the f16 cache: the result is gemm_narrow's on the cache, bit for bit, where both launches
+// cut the work alike (same tile width and CTA count), for a third to a half of the bytes read.
 bool gemm_narrow_quant_supports(quant::Type t, int64_t k);
 void gemm_narrow_quant(const __half* x, int m, int64_t k, int nseg, const quant::Type* types, const void* const* w, const int64_t* rows,
                        float* const* y, bool accumulate, const NarrowScratch& scratch, cudaStream_t stream);

@@ -180,8 +180,9 @@ public:
     void run(quant::Type type, const void* w, int64_t rows, int64_t cols, const float* x, int n, float* out, const char* name,
              bool same_input = false, bool accumulate = false);
     // run() for nw (1 to 3) weights of one width on the same x (q, k, v; gate, up), out[i] = W_i x: one
-    // narrow-GEMM launch for all of them when n <= MINFER_GEMM_NARROW_MAX, every weight is f16 in memory
-    // (f16 weights or the f16 cache) and they hold at most MINFER_GEMM_NARROW_BYTES, else one run() each.
+    // narrow-GEMM launch for all of them when n <= MINFER_GEMM_NARROW_MAX and either every weight takes
+    // the quantized narrow GEMM (narrow_quant) or every weight is f16 in memory (f16 weights or the f16
+    // cache) and they hold at most MINFER_GEMM_NARROW_BYTES; else one run() each.
     struct Weight {
         quant::Type type;
         const void* w;

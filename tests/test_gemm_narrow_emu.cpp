@@ -7,9 +7,9 @@
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes. Outputs are poisoned and
 // fenced; the counters must be zero again afterwards. The quantized kernel (q4_K, q6_K, q8_0 weights,
-// mixed in one launch, rows whose starts fall on every 2-byte alignment, the last chunk of the matrix cut
-// at its end) must give the f16 kernel's bits on the dequantized weights. No GPU is needed; cuda_tests
-// checks the same kernels on one.
+// mixed in one launch, q6_K blocks at every even offset from a 16-byte boundary and q8_0 k-tiles at every
+// multiple of 4, the matrix's last chunk cut short) must give the f16 kernel's bits on the dequantized
+// weights. No GPU is needed; cuda_tests checks the same kernels on one.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -264,8 +264,8 @@ TEST_CASE("narrow GEMM on quantized weights: the f16 kernel's bits on the dequan
         {9, 512, {200}, 0, false},           // q4_K, two blocks a row; tiles cut across CTAs
         {16, 256, {70}, 1, true},             // q6_K, a CTA per k-tile (each a quarter block); accumulate
         {33, 512, {130, 40, 40}, 3, false},   // q/k/v of a q4_K_M file: q4_K, q4_K, q6_K in one launch
-        {64, 192, {97}, 2, true},             // q8_0, 204-byte rows: every 2-byte alignment of the cover
-        {24, 768, {40, 72}, 0, false},        // q8_0 and q6_K (420-byte rows); the matrix's last chunk cut
+        {64, 192, {97}, 2, true},             // q8_0, 204-byte rows: k-tiles at offsets 0, 4, 8, 12; the last chunk cut
+        {24, 768, {40, 72}, 0, false},        // q8_0 and q6_K (816- and 630-byte rows), a tile per CTA and more
     };
     const std::vector<T> types[] = {{T::Q4_K}, {T::Q6_K}, {T::Q4_K, T::Q4_K, T::Q6_K}, {T::Q8_0}, {T::Q8_0, T::Q6_K}};
     uint64_t seed = 5000;
