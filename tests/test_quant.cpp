@@ -735,8 +735,20 @@ TEST_SUITE("quant") {
                     }
             for (int c = 0; c < kTileCols; ++c)
                 prepare_activation(t, gaussian(rng, n, 1.0f).data(), a.data() + static_cast<size_t>(c) * arow, n);
-            std::vector<float> out(kTileCols * 5, std::nanf(""));
-            tile(n, w.data(), wrow, a.data(), arow, out.data(), 5);
+            // The f32 block scales the q8_0-family tiles read, 3 floats apart beyond a row (NaN between).
+            std::vector<float> out(kTileCols * 5, std::nanf("")), ws, as;
+            const int64_t nb = n / 32, ss = nb + 3;
+            if (vec_dot_type(t) == Type::Q8_0) {
+                std::vector<float> packed(static_cast<size_t>(nb * kTileCols));
+                ws.assign(static_cast<size_t>(ss * kTileRows), std::nanf(""));
+                block_scales(t, w.data(), wrow, kTileRows, n, packed.data());
+                for (int r = 0; r < kTileRows; ++r) std::copy_n(packed.begin() + r * nb, nb, ws.begin() + r * ss);
+                as.assign(static_cast<size_t>(ss * kTileCols), std::nanf(""));
+                block_scales(Type::Q8_0, a.data(), arow, kTileCols, n, packed.data());
+                for (int c = 0; c < kTileCols; ++c) std::copy_n(packed.begin() + c * nb, nb, as.begin() + c * ss);
+            }
+            tile(n, w.data(), wrow, a.data(), arow, ws.empty() ? nullptr : ws.data(), as.empty() ? nullptr : as.data(), static_cast<size_t>(ss),
+                 out.data(), 5);
             for (int c = 0; c < kTileCols; ++c)
                 for (int r = 0; r < kTileRows; ++r) {
                     INFO(nm(t) << " row " << r << " col " << c);

@@ -80,6 +80,7 @@ public:
             act_x_ = x.data;
             act_n_ = n;
             act_cols_ = w.cols;
+            act_scales_ = false;
         }
         // Rows in blocks: each block of weight rows stays in cache while every token passes over it.
         const quant::VecDotFn dot = quant::vec_dot_fn(w.type);
@@ -89,6 +90,25 @@ public:
         // Prefill: tiles of kTileRows rows x kTileCols tokens where the type has them (each weight block
         // decoded once per tile, the same bits as dot); the rest one dot product at a time.
         const quant::VecDotTileFn tile = n >= quant::kTileCols ? quant::vec_dot_tile_fn(w.type) : nullptr;
+        // The q8_0-family tiles read both sides' block scales as f32: the weight's converted once per call,
+        // the input's once per input.
+        const size_t nb = static_cast<size_t>(w.cols / 32);
+        const bool scales = tile && at == quant::Type::Q8_0;
+        if (scales) {
+            if (w_scale_.size() < nb * static_cast<size_t>(w.rows)) w_scale_.resize(nb * static_cast<size_t>(w.rows));
+            const int64_t per = (w.rows + pool_->size() - 1) / pool_->size();
+            pool_->parallel_for(pool_->size(), [&](int64_t task, int) {
+                const int64_t r0 = task * per, r1 = std::min(w.rows, r0 + per);
+                if (r0 < r1)
+                    quant::block_scales(w.type, static_cast<const uint8_t*>(w.host) + quant::row_bytes(w.type, w.cols) * static_cast<size_t>(r0),
+                                        quant::row_bytes(w.type, w.cols), r1 - r0, w.cols, w_scale_.data() + nb * static_cast<size_t>(r0));
+            });
+            if (!act_scales_) {
+                if (act_scale_.size() < nb * static_cast<size_t>(n)) act_scale_.resize(nb * static_cast<size_t>(n));
+                quant::block_scales(quant::Type::Q8_0, act_.data(), arow, n, w.cols, act_scale_.data());
+                act_scales_ = true;
+            }
+        }
         // Decode streams each row once: a few long contiguous runs per thread keep its stream (and the
         // prefetches ahead of it) unbroken. Prefill reuses a block of rows for every token: blocks small
         // enough to stay in cache.
@@ -107,7 +127,8 @@ public:
                     float* o = out.data + static_cast<int64_t>(t) * rows;
                     int64_t r = r0;
                     for (; r + quant::kTileRows <= r1; r += quant::kTileRows)
-                        tile(w.cols, wb + static_cast<size_t>(r) * wrow, wrow, a, arow, o + r, static_cast<size_t>(rows));
+                        tile(w.cols, wb + static_cast<size_t>(r) * wrow, wrow, a, arow, scales ? w_scale_.data() + static_cast<size_t>(r) * nb : nullptr,
+                             scales ? act_scale_.data() + static_cast<size_t>(t) * nb : nullptr, nb, o + r, static_cast<size_t>(rows));
                     for (; r < r1; ++r)
                         for (int tt = 0; tt < quant::kTileCols; ++tt)
                             o[tt * rows + r] = dot(w.cols, wb + static_cast<size_t>(r) * wrow, a + static_cast<size_t>(tt) * arow);
@@ -247,6 +268,9 @@ private:
     const float* act_x_ = nullptr;
     int act_n_ = -1;
     int64_t act_cols_ = -1;
+    std::vector<float> act_scale_;  // act_'s Q8_0 block scales as f32 ([n][cols / 32]) when act_scales_
+    bool act_scales_ = false;
+    std::vector<float> w_scale_;    // the current q8_0-family weight's block scales as f32 ([rows][cols / 32])
     std::vector<std::vector<float>> buffers_;
 };
 

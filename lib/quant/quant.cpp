@@ -907,6 +907,19 @@ AxpyFn axpy_fn() {
     return axpy_portable;
 }
 
+void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, int64_t n, float* out) {
+    const size_t bytes = t == Type::Q4_0 ? sizeof(BlockQ4_0) : t == Type::Q5_0 ? sizeof(BlockQ5_0) : sizeof(BlockQ8_0);
+    const int64_t nb = n / QK;
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = static_cast<const uint8_t*>(rows_base) + static_cast<size_t>(r) * stride;
+        for (int64_t b = 0; b < nb; ++b) {
+            uint16_t d;
+            std::memcpy(&d, row + static_cast<size_t>(b) * bytes, 2);  // every one of these blocks starts with d
+            out[r * nb + b] = f16_to_f32(d);
+        }
+    }
+}
+
 VecDotTileFn vec_dot_tile_fn(Type weight) { return use_avx2() ? detail::avx2_vec_dot_tile(weight) : nullptr; }
 
 const char* simd_level() { return use_avx2() ? "avx2" : "scalar"; }

@@ -38,12 +38,19 @@ inline float vec_dot(Type weight, int64_t n, const void* w, const void* a) { ret
 
 // A tile of dot products: out[t * out_stride + r] = vec_dot(n, w + r * w_stride, a + t * a_stride) for
 // r < kTileRows weight rows and t < kTileCols prepared activation rows, bit for bit the vec_dot values,
-// each weight block decoded once for all the activation rows. Null when the active implementation has
-// no tile for this type (callers use vec_dot).
+// each weight block decoded once for all the activation rows. For q8_0, q4_0 and q5_0 weights (whose
+// activations are Q8_0) the tile also reads both sides' block scales as f32: w_scale[r * s_stride + b]
+// and a_scale[t * s_stride + b] (block_scales writes them; null for the other types). Null when the
+// active implementation has no tile for this type (callers use vec_dot).
 inline constexpr int kTileRows = 2, kTileCols = 4;
-using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out,
-                              size_t out_stride);
+using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float* w_scale,
+                              const float* a_scale, size_t s_stride, float* out, size_t out_stride);
 VecDotTileFn vec_dot_tile_fn(Type weight);
+
+// The f16 block scales of `rows` rows of n elements (stride bytes apart) of type t, one of q4_0, q5_0 and
+// q8_0 (each block starts with its scale; prepared Q8_0 activations too), as f32: out[r * (n / 32) + b].
+// The tiles read them converted once per matmul instead of once per tile.
+void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, int64_t n, float* out);
 
 // y[i] += a * x[i] for i < n (f32): attention's weighted sum of value rows. The active implementation.
 using AxpyFn = void (*)(int64_t n, float a, const float* x, float* y);

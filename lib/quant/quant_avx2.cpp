@@ -388,10 +388,14 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
 }
 
 // ---- tiles: 2 weight rows x 4 activation rows (q8_0, q4_0, q5_0; q4_K, q6_K) --------------------------
-// For prefill: each weight block is decoded once for four tokens and each activation block loaded once for
-// two rows, so a product costs the sign flip, maddubs, madd, conversion and FMA only. Every (row, token)
-// pair runs exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (same accumulator, same
-// order, same horizontal sum), so the results are those functions' bits.
+// For prefill: each weight block is decoded once for four tokens, so a product costs the sign flip,
+// maddubs, madd, conversion, scale multiply and FMA. The block scales of both sides come as f32 (converted
+// once per matmul, broadcast from memory: the f16 conversions had been a third of the tile's cycles under
+// perf)
+// and the two rows are taken one after the other within a block, so the eight accumulators and the
+// row's codes stay in the 16 registers (two accumulators had spilled). Every (row, token) pair runs
+// exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (the same scale product, the same
+// accumulator, order and horizontal sum), so the results are those functions' bits.
 
 struct DecodeQ8_0 {
     using Block = BlockQ8_0;
@@ -407,29 +411,29 @@ struct DecodeQ5_0 {
 };
 
 template <class D>
-MINFER_AVX2 void tile_q8(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
+MINFER_AVX2 void tile_q8(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float* w_scale,
+                         const float* a_scale, size_t s_stride, float* out, size_t out_stride) {
     using B = typename D::Block;
     const B* x[2] = {static_cast<const B*>(w), reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + w_stride)};
+    const float* xs[2] = {w_scale, w_scale + s_stride};
     const BlockQ8_0* y[4];
-    for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + t * a_stride);
+    const float* ys[4];
+    for (int t = 0; t < 4; ++t) {
+        y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + t * a_stride);
+        ys[t] = a_scale + static_cast<size_t>(t) * s_stride;
+    }
     __m256 acc[2][4];
     for (int r = 0; r < 2; ++r)
         for (int t = 0; t < 4; ++t) acc[r][t] = _mm256_setzero_ps();
-    const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t b = 0; b < n / QK; ++b) {
-        __m256i q[2], ax[2];
-        float dw[2];
         for (int r = 0; r < 2; ++r) {
-            q[r] = D::codes(x[r][b]);
-            ax[r] = _mm256_sign_epi8(q[r], q[r]);
-            dw[r] = half(x[r][b].d);
-        }
-        for (int t = 0; t < 4; ++t) {
-            const __m256i yq = load32(y[t][b].qs);
-            const float da = half(y[t][b].d);
-            for (int r = 0; r < 2; ++r) {
-                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(yq, q[r])), ones);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dw[r] * da), _mm256_cvtepi32_ps(p), acc[r][t]);
+            const __m256i q = D::codes(x[r][b]);
+            const __m256i ax = _mm256_sign_epi8(q, q);
+            const __m256 dw = _mm256_broadcast_ss(xs[r] + b);
+            for (int t = 0; t < 4; ++t) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(ax, _mm256_sign_epi8(load32(y[t][b].qs), q)), _mm256_set1_epi16(1));
+                const __m256 s = _mm256_mul_ps(dw, _mm256_broadcast_ss(ys[t] + b));  // = half(x.d) * half(y.d), as dot_q8_0
+                acc[r][t] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(p), acc[r][t]);
             }
         }
     }
@@ -501,7 +505,8 @@ MINFER_AVX2 void q6_K_rows(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const
 
 // Two rows, one after the other, by a one-row x four-token kernel.
 template <class Block, void (*Row)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t)>
-MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, float* out, size_t out_stride) {
+MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float*, const float*, size_t,
+                        float* out, size_t out_stride) {
     const BlockQ8_K* y[4];
     for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(a) + t * a_stride);
     for (int r = 0; r < 2; ++r) Row(n, reinterpret_cast<const Block*>(static_cast<const uint8_t*>(w) + r * w_stride), y, out + r, out_stride);
