@@ -95,13 +95,12 @@ public:
         const size_t nb = static_cast<size_t>(w.cols / 32);
         const bool scales = tile && at == quant::Type::Q8_0;
         if (scales) {
-            if (w_scale_.size() < nb * static_cast<size_t>(w.rows)) w_scale_.resize(nb * static_cast<size_t>(w.rows));
-            const int64_t per = (w.rows + pool_->size() - 1) / pool_->size();
+            if (w_scale_.size() < nb * static_cast<size_t>(rows)) w_scale_.resize(nb * static_cast<size_t>(rows));
+            const int64_t per = (rows + pool_->size() - 1) / pool_->size();
             pool_->parallel_for(pool_->size(), [&](int64_t task, int) {
-                const int64_t r0 = task * per, r1 = std::min(w.rows, r0 + per);
+                const int64_t r0 = task * per, r1 = std::min(rows, r0 + per);
                 if (r0 < r1)
-                    quant::block_scales(w.type, static_cast<const uint8_t*>(w.host) + quant::row_bytes(w.type, w.cols) * static_cast<size_t>(r0),
-                                        quant::row_bytes(w.type, w.cols), r1 - r0, w.cols, w_scale_.data() + nb * static_cast<size_t>(r0));
+                    quant::block_scales(w.type, wb + wrow * static_cast<size_t>(r0), wrow, r1 - r0, w.cols, w_scale_.data() + nb * static_cast<size_t>(r0));
             });
             if (!act_scales_) {
                 if (act_scale_.size() < nb * static_cast<size_t>(n)) act_scale_.resize(nb * static_cast<size_t>(n));
