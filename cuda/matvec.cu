@@ -146,6 +146,27 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
           "matvec");
 }
 
+// q4_K on the int8 input, one column: the dp4a kernel (matvec_impl.cuh) unless built with
+// -DMINFER_MATVEC_DP4A=0 (the A/B knob: the int8 MMA kernel then). A CTA per 4 rows (-DMINFER_DP4A_ROWS=N
+// builds N): on the H200 2 rows per CTA was slower on every 7B shape, and CTAs looping over row groups
+// (more registers, 4 CTAs an SM) slower end to end (docs/perf.md). Prefetching the next chunk pays on
+// long rows (the down projection) and on grids of about one wave; a tall matrix of one chunk per thread
+// and row (gate/up: 37,888 rows of 3,584) runs faster without it, at 6 CTAs an SM instead of 5.
+#ifndef MINFER_MATVEC_DP4A
+#define MINFER_MATVEC_DP4A 1
+#endif
+#ifndef MINFER_DP4A_ROWS
+#define MINFER_DP4A_ROWS 4
+#endif
+void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+    constexpr int R = MINFER_DP4A_ROWS;
+    const int64_t rows = seg.end[seg.n - 1];
+    const bool prefetch = rows < 8192 || cols / 256 * 8 > kDpThreads;
+    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, true> : matvec_dp4a_q4k_kernel<R, false>, dim3(blocks_for(rows, R)),
+                     dim3(kDpThreads), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+          "matvec");
+}
+
 template <Type T>
 void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
@@ -206,6 +227,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             if (seg.end[seg.n - 1] > 0) {
                 if constexpr (kInt8Family<T>) {
                     if (xq && ncols > 1) launch_mma<T, true, kColsN>(seg, cols, nullptr, nullptr, xq, stream, accumulate, ncols);
+                    else if (xq && T == Type::Q4_K && MINFER_MATVEC_DP4A) launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
                     else if (xq) launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);

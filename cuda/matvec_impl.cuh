@@ -1361,6 +1361,144 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }
 
+// ---- q4_K by direct loads and dp4a (int8 input, one column) -------------------------------------------------
+//
+// The same arithmetic as the int8 MMA kernel (exact s32 dot products of the codes with the hi and lo
+// digits, f32 scaling per sub-block), without tensor cores or a shared-memory ring. A CTA of 4 warps
+// takes R rows of one segment; its 128 threads split each row's 16-byte code chunks, thread i taking
+// chunks i, i + 128, ... of all R rows. Chunk c is qs bytes 16 (c % 8) .. +15 of super-block c / 8:
+// the low nibbles of 16 columns of sub-block 2j and the high nibbles of 16 columns of sub-block 2j + 1
+// (j = (c % 8) / 2, the half h = c % 2). As 128 is a multiple of 8, a thread's j and h never change.
+// Per chunk a thread loads its 32 hi and 32 lo digits and the two block records (L1) once for the R
+// rows, and per row the 16-byte header of the super-block (an L1 hit for 7 of its 8 threads) and the
+// code chunk (streamed past L1; the next chunk's codes and headers are loaded before this one is used,
+// so 2R weight loads are in flight per thread). Per row and chunk: 8 LOP3 and 16 dp4a (the high
+// nibbles stay in place, 16 q, and a 1/16 goes into their scale), the scales, 8 f32 operations.
+// Why a second kernel: the MMA kernel's warps walk their items as chains of dependent latencies through
+// a ring that holds them to 16 warps an SM (docs/perf.md); this one keeps no shared memory but R sums.
+constexpr int kDpThreads = 128;
+
+// One row's share of a chunk: x digits h0/l0 (sub-block 2j) and h1/l1 (2j + 1), their block scales d0
+// and d1 (d1 already divided by 16) and 16-column sums s0 and s1.
+struct DpX {
+    uint4 h0, h1, l0, l1;
+    float d0, d1, d1m;  // d1m: d1 undivided, for the mins
+    int s0, s1;
+};
+__device__ __forceinline__ float q4k_chunk(const uint4 q, const uint4 hd, int j, const DpX& x) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint32_t lo = w[k] & 0x0F0F0F0Fu, hi = w[k] & 0xF0F0F0F0u;
+        a0 = dp4a_us(lo, xh0[k], a0);
+        b0 = dp4a_us(lo, xl0[k], b0);
+        a1 = dp4a_us(hi, xh1[k], a1);
+        b1 = dp4a_us(hi, xl1[k], b1);
+    }
+    uint32_t sc, mn;
+    k4_scales(hd, j, sc, mn);
+    const int sh = 16 * (j & 1);
+    const int sc0 = static_cast<int>((sc >> sh) & 0xFFu), sc1 = static_cast<int>((sc >> (sh + 8)) & 0xFFu);
+    const int mn0 = static_cast<int>((mn >> sh) & 0xFFu), mn1 = static_cast<int>((mn >> (sh + 8)) & 0xFFu);
+    // |a0| <= 16 * 15 * 128, so sc0 (256 a0 + b0) < 2^29; the high nibbles' sum (16x) stays below 2^27
+    // and is scaled in f32.
+    const float dot = x.d0 * static_cast<float>(sc0 * (256 * a0 + b0)) +
+                      x.d1 * static_cast<float>(sc1) * static_cast<float>(256 * a1 + b1);
+    const float off = x.d0 * static_cast<float>(mn0 * x.s0) + x.d1m * static_cast<float>(mn1 * x.s1);
+    return f16_lo(hd.x) * dot - f16_hi(hd.x) * off;
+}
+
+// Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment).
+// -DMINFER_DP4A_MIN_BLOCKS=N (an A/B knob) caps the registers for N CTAs per SM; by default ptxas picks
+// (85 for R = 4, which leaves 5 CTAs per SM: __launch_bounds__(128, 1) gives 101, and the kernel is
+// slower at 4 CTAs).
+#ifdef MINFER_DP4A_MIN_BLOCKS
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kDpThreads, MINFER_DP4A_MIN_BLOCKS)
+#else
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kDpThreads)
+#endif
+// kPrefetch: each iteration first loads the next chunk's codes and headers (2R loads in flight per thread,
+// 85 registers, 5 CTAs an SM for R = 4); without, each chunk is loaded at the top of its own iteration (80
+// registers, 6 CTAs an SM), which suits tall matrices of one pass per row (cuda/matvec.cu).
+template <int R, bool kPrefetch>
+__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols,
+                                                                     bool accumulate) {
+    constexpr int kSb = 144;  // bytes per super-block
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0);
+    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
+    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * kSb;
+    const int tid = static_cast<int>(threadIdx.x), p = tid & 7, j = p >> 1, nch = cols / 256 * 8;
+    const uint8_t* wr[R];  // super-block 0 of each row
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
+    uint4 q[R], hd[R];
+    auto load = [&](int c, uint4 (&qv)[R], uint4 (&hv)[R]) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const uint8_t* b = wr[r] + (c >> 3) * kSb;
+            qv[r] = ld_stream(reinterpret_cast<const uint4*>(b + 16 + 16 * p));
+            const int4 h = ld_x16(reinterpret_cast<const int4*>(b));
+            hv[r] = make_uint4(static_cast<uint32_t>(h.x), static_cast<uint32_t>(h.y), static_cast<uint32_t>(h.z),
+                               static_cast<uint32_t>(h.w));
+        }
+    };
+    int c = tid;
+    if (c < nch) load(c, q, hd);  // weights only: before the wait for the kernel that writes xq
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
+    auto ldu = [](const uint8_t* a) {
+        const int4 v = ld_x16(reinterpret_cast<const int4*>(a));
+        return make_uint4(static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z), static_cast<uint32_t>(v.w));
+    };
+    for (; c < nch; c += kDpThreads) {
+        uint4 qn[R] = {}, hn[R] = {};
+        if (kPrefetch && c + kDpThreads < nch) load(c + kDpThreads, qn, hn);
+        if (!kPrefetch && c != tid) load(c, q, hd);
+        const int col = (c >> 3) * 256 + 64 * j + 16 * (p & 1);
+        DpX x;
+        x.h0 = ldu(xq + col);
+        x.h1 = ldu(xq + col + 32);
+        x.l0 = ldu(xq + cols + col);
+        x.l1 = ldu(xq + cols + col + 32);
+        const int4 m0 = ld_xmeta(rec + col / 32), m1 = ld_xmeta(rec + col / 32 + 1);
+        x.d0 = __int_as_float(m0.x);
+        x.d1m = __int_as_float(m1.x);
+        x.d1 = x.d1m * 0.0625f;
+        x.s0 = (p & 1) ? m0.z : m0.y;
+        x.s1 = (p & 1) ? m1.z : m1.y;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            acc[r] += q4k_chunk(q[r], hd[r], j, x);
+            if (kPrefetch) {
+                q[r] = qn[r];
+                hd[r] = hn[r];
+            }
+        }
+    }
+    __shared__ float red[kDpThreads / 32][R];
+    const int warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    if (tid < R && r0 + tid < rows) {
+        const float sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
+        float* y = segment_y(seg, si) + r0 + tid;
+        *y = accumulate ? *y + sum : sum;
+    }
+}
+
 // ---- f32, f16, bf16 ---------------------------------------------------------------------------------------------
 // A CTA of 4 warps takes R rows; its 128 threads split each row's 16-byte chunks (4 or 8 weights),
 // thread i taking chunks i, i + 128, ... of all R rows at once, two chunks deep: 2R independent 16-byte

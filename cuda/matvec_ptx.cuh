@@ -67,6 +67,13 @@ __device__ __forceinline__ void mma_i8(int (&d)[4], uint32_t a0, uint32_t a1, ui
     }
 }
 
+// c + the sum of the four products of a's bytes (unsigned) and b's bytes (signed): dp4a.
+__device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+
 // ldmatrix .x4 of 8x8 f16 matrices from shared memory: lanes 8i .. 8i+7 give the 16-byte-aligned row
 // addresses (shared space) of matrix i's rows 0 .. 7; r[i] of lane 4g + t is matrix i's row g, elements
 // 2t and 2t+1 (an MMA B fragment of keys x dims for S = Q K^T), or with .trans its elements (2t, g) and

@@ -445,6 +445,88 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
     }
 }
 
+// The q4_K dp4a kernel over 1 to 3 matrices (segments of `rows`, each but the last a multiple of R), y
+// poisoned (or holding `init` to accumulate into) and fenced per matrix, a CTA per R rows, run in forward
+// or reverse order.
+template <int R, bool kPrefetch>
+std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                         const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
+    mv::Segments seg;
+    mv_emu::readable = {{xq, static_cast<size_t>(mv::xq_bytes(cols))}};
+    std::vector<std::vector<float>> y(rows.size());
+    int64_t end = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+        y[i].assign(static_cast<size_t>(rows[i]) + 8, std::nanf(""));
+        if (init) std::copy(init->begin(), init->begin() + rows[i], y[i].begin());
+        for (size_t k = static_cast<size_t>(rows[i]); k < y[i].size(); ++k) y[i][k] = 12345.0f;
+        mv_emu::readable.push_back({w[i].data(), w[i].size()});
+        seg.w[seg.n] = w[i].data();
+        seg.y[seg.n] = y[i].data();
+        end += rows[i];
+        seg.end[seg.n++] = end;
+    }
+    for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
+    const int64_t grid = (end + R - 1) / R;
+    std::vector<int64_t> order(static_cast<size_t>(grid));
+    for (int64_t b = 0; b < grid; ++b) order[static_cast<size_t>(b)] = cfg.reverse ? grid - 1 - b : b;
+    launch(grid, mv::kDpThreads, 0, cfg, [&] { mv::matvec_dp4a_q4k_kernel<R, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr); },
+           &order);
+    for (size_t i = 0; i < rows.size(); ++i) {
+        REQUIRE_MESSAGE(std::all_of(y[i].begin() + rows[i], y[i].end(), [](float v) { return v == 12345.0f; }), "y written past its end");
+        y[i].resize(static_cast<size_t>(rows[i]));
+    }
+    return y;
+}
+
+TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
+    // Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and
+    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; both
+    // rows per CTA the launcher uses; the CPU quantizer's blocks and random bytes (every code, scale
+    // and min); accumulation into y.
+    uint64_t seed = 9191;
+    int n = 0;
+    for (int64_t nsb : {1, 2, 16, 17, 19}) {
+        const int64_t cols = 256 * nsb;
+        for (const std::vector<int64_t>& rows : {std::vector<int64_t>{5}, std::vector<int64_t>{8, 4, 7}, std::vector<int64_t>{12, 9}}) {
+            for (bool random_bytes : {false, true}) {
+                std::vector<std::vector<uint8_t>> w;
+                for (int64_t r : rows) w.push_back(weights(Type::Q4_K, r, cols, random_bytes, seed++));
+                const auto x = make_x(cols, n % 3, seed++);
+                const Config& cfg = kConfigs[static_cast<size_t>(n++ % 2)];
+                const auto xq_bytes = quantize(x, cfg);
+                std::vector<int4> aligned((xq_bytes.size() + 15) / 16);
+                std::memcpy(aligned.data(), xq_bytes.data(), xq_bytes.size());
+                const auto* xq = reinterpret_cast<const uint8_t*>(aligned.data());
+                const auto xd = dequantize(xq_bytes, cols);
+                const bool acc = n % 3 == 0;
+                const auto init = normal(16, seed++);
+                CAPTURE(cols);
+                CAPTURE(rows.size());
+                CAPTURE(random_bytes);
+                CAPTURE(acc);
+                for (int r : {2, 4}) {
+                    // each chunk loaded one iteration ahead, or at the top of its own
+                    for (bool prefetch : {true, false}) {
+                        CAPTURE(r);
+                        CAPTURE(prefetch);
+                        const auto* in = acc ? &init : nullptr;
+                        std::vector<std::vector<float>> y;
+                        if (r == 2) y = prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in);
+                        else y = prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in);
+                        for (size_t i = 0; i < rows.size(); ++i) {
+                            CAPTURE(i);
+                            auto ref = reference(Type::Q4_K, w[i], rows[i], cols, xd);
+                            if (acc)
+                                for (size_t k = 0; k < ref.size(); ++k) ref[k] += init[k];
+                            CHECK(rel_l2(y[i], ref) < 1e-5);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("emulated mat-vec: SwiGLU formed as the input is loaded equals the product of silu(gate) * up") {
     uint64_t seed = 5151;
     for (int64_t cols : {256, 3 * 256}) {

@@ -408,6 +408,15 @@ inline void mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a
     for (int i = 0; i < 4; ++i) d[i] = w.d[l][i];
 }
 
+// dp4a.u32.s32: c + four products of unsigned bytes of a and signed bytes of b. The GPU wraps at s32;
+// here a sum out of range is an error (the kernels rely on their sums fitting).
+inline int dp4a_us(uint32_t a, uint32_t b, int c) {
+    int64_t s = c;
+    for (int i = 0; i < 4; ++i) s += static_cast<int64_t>((a >> (8 * i)) & 0xffu) * static_cast<int8_t>((b >> (8 * i)) & 0xffu);
+    if (s < INT32_MIN || s > INT32_MAX) mv_emu::die("dp4a sum out of the s32 range");
+    return static_cast<int>(s);
+}
+
 // mma.sync.aligned.m16n8k32.row.col.s32.{u8,s8}.s8.s32, fragments as the PTX ISA lays them out; the sum
 // is computed in 64 bits and must fit s32 (the kernels rely on it).
 template <bool kSignedA>
