@@ -15,6 +15,8 @@
 //    quantized once (quantize_x, or the RMSNorm before it) as two int8 digits per value and the stored
 //    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input;
 //    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
+//    q4_K over one input takes the same integer sums by dp4a instead (matvec_dp4a_q4k_kernel: 16-byte
+//    code chunks loaded straight into registers, many CTAs an SM; 20% faster decode on the H200).
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
