@@ -606,16 +606,35 @@ TEST_SUITE("quant") {
         force_portable(false);
     }
 
-    TEST_CASE("q8_0 activation quantization: the AVX2 path writes the portable path's bytes") {
+    TEST_CASE("q8_0 and q8_K activation quantization: the AVX2 path writes the portable path's bytes") {
         // Normal values, values on rounding ties (x / d = k + 0.5 exactly), zeros, a lone NaN, infinities,
-        // all-NaN blocks, values past the f16 range, tiny values: every block byte for byte equal.
+        // all-NaN blocks, values past the f16 range, tiny values, per 32 values; then whole 256-value
+        // blocks of NaN, of zeros, of values past the f16 range and with one infinity (q8_K's scale
+        // is 0 then), 200 of normal values at scales from 1e-6 to 1e6 (enough that a scale rounded
+        // otherwise, as amax * (1 / 127) instead of amax / 127, shows), and one of q8_K ties (d = 1,
+        // values k + 0.5): every block byte for byte equal, q8_K's scales and group sums included.
         std::mt19937_64 rng(4711);
         std::normal_distribution<float> nd(0.0f, 1.0f);
-        const int64_t nb = 64, n = nb * 32;
+        const int64_t nb = 96 + 8 * 200 + 8, n = nb * 32;
         std::vector<float> x(static_cast<size_t>(n));
         for (int64_t b = 0; b < nb; ++b) {
             float* v = x.data() + b * 32;
             for (int j = 0; j < 32; ++j) v[j] = nd(rng) * (b % 7 == 3 ? 1e-20f : b % 7 == 4 ? 1e6f : 1.0f);
+            if (b >= nb - 8) {  // ties at d = 1
+                for (int j = 0; j < 32; ++j) v[j] = static_cast<float>((32 * b + j) % 253) - 126.5f;
+                if (b == nb - 8) v[0] = 127.0f;
+                continue;
+            }
+            if (b >= 96) {
+                const float scale = std::pow(10.0f, static_cast<float>((b - 96) / 8 % 13) - 6.0f);
+                for (int j = 0; j < 32; ++j) v[j] = nd(rng) * scale;
+                continue;
+            }
+            if (b >= 64) {
+                for (int j = 0; j < 32; ++j) v[j] = b < 72 ? std::nanf("") : b < 80 ? 0.0f : b < 88 ? v[j] * 1e30f : v[j];
+                if (b == 90) v[3] = -INFINITY;
+                continue;
+            }
             switch (b % 9) {
                 case 0: for (int j = 0; j < 32; ++j) v[j] = 127.0f * static_cast<float>(j - 16) / 63.5f; break;  // ties
                 case 1: for (int j = 0; j < 32; ++j) v[j] = 0.0f; break;
@@ -626,15 +645,19 @@ TEST_SUITE("quant") {
                 default: break;
             }
         }
-        std::vector<uint8_t> a(row_bytes(Type::Q8_0, n)), p(a.size());
-        force_portable(true);
-        quantize_row(Type::Q8_0, x.data(), p.data(), n);
-        force_portable(false);
-        quantize_row(Type::Q8_0, x.data(), a.data(), n);
-        INFO("SIMD: " << simd_level());
-        for (int64_t b = 0; b < nb; ++b) {
-            CAPTURE(b);
-            CHECK(std::memcmp(a.data() + b * 34, p.data() + b * 34, 34) == 0);
+        for (Type t : {Type::Q8_0, Type::Q8_K}) {
+            CAPTURE(type_info(t).name);
+            std::vector<uint8_t> a(row_bytes(t, n)), p(a.size());
+            force_portable(true);
+            quantize_row(t, x.data(), p.data(), n);
+            force_portable(false);
+            quantize_row(t, x.data(), a.data(), n);
+            INFO("SIMD: " << simd_level());
+            const size_t bb = static_cast<size_t>(type_info(t).block_bytes);
+            for (size_t b = 0; b < a.size() / bb; ++b) {
+                CAPTURE(b);
+                CHECK(std::memcmp(a.data() + b * bb, p.data() + b * bb, bb) == 0);
+            }
         }
     }
 

@@ -857,7 +857,10 @@ void quantize_row(Type t, const float* src, void* dst, int64_t n) {
         case Type::Q4_K: return quant_q4_K(src, dst, nb);
         case Type::Q5_K: return quant_q5_K(src, dst, nb);
         case Type::Q6_K: return quant_q6_K(src, dst, nb);
-        case Type::Q8_K: return quant_q8_K(src, dst, nb);
+        case Type::Q8_K:
+            if (use_avx2())
+                if (detail::QuantRowFn f = detail::avx2_quant_q8_K()) return f(src, dst, nb);
+            return quant_q8_K(src, dst, nb);
         default: unsupported(t, "quantize");
     }
 }

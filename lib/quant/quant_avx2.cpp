@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -527,40 +528,73 @@ VecDotTileFn avx2_vec_dot_tile(Type weight) {
     }
 }
 
-// q8_0 quantization (quant.cpp's quant_q8_0, byte for byte): the scale from the largest magnitude (NaN
-// skipped, as std::max skips it), codes x / d rounded to nearest even and clamped to -127..127 (NaN to
-// -127), eight lanes at a time.
+// The largest |v| of n floats (n a multiple of 8), NaN skipped as std::max skips it.
+MINFER_AVX2 inline float abs_max(const float* x, int n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int j = 0; j < n; j += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), m);  // a NaN lane keeps m's
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    return _mm_cvtss_f32(m4);
+}
+
+// The codes of x[0..31] * id as quant.cpp's code(v, -127, 127) makes them (rounded to nearest even,
+// clamped, NaN to -127): stored in order at qs, and returned as int32, eight per vector.
+MINFER_AVX2 inline void codes_i8(const float* x, __m256 id, int8_t* qs, __m256i (&r)[4]) {
+    const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i lo_i = _mm256_set1_epi32(-127), hi_i = _mm256_set1_epi32(127);
+    for (int k = 0; k < 4; ++k) {
+        const __m256 q = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id);
+        const __m256i c = _mm256_blendv_epi8(lo_i, _mm256_cvtps_epi32(q), _mm256_castps_si256(_mm256_cmp_ps(q, lo, _CMP_GT_OQ)));
+        r[k] = _mm256_blendv_epi8(c, hi_i, _mm256_castps_si256(_mm256_cmp_ps(q, hi, _CMP_GT_OQ)));
+    }
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs), _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+}
+
+// The sum of eight int32 lanes.
+MINFER_AVX2 inline int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// q8_0 quantization (quant.cpp's quant_q8_0, byte for byte): the scale from the largest magnitude as an
+// f16, then codes_i8.
 MINFER_AVX2 void quant_q8_0_avx2(const float* x, void* dst, int64_t nb) {
     BlockQ8_0* b = static_cast<BlockQ8_0*>(dst);
-    const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
-    const __m256i lo_i = _mm256_set1_epi32(-127), hi_i = _mm256_set1_epi32(127), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t i = 0; i < nb; ++i, x += QK, ++b) {
-        __m256 v[4], m = _mm256_setzero_ps();
-        for (int k = 0; k < 4; ++k) {
-            v[k] = _mm256_loadu_ps(x + 8 * k);
-            m = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), m);  // a NaN lane keeps m's
-        }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
-        const float amax = _mm_cvtss_f32(m4);
-        const uint16_t d16 = f32_to_f16(std::clamp(amax / 127.0f, -65504.0f, 65504.0f));
+        const uint16_t d16 = f32_to_f16(std::clamp(abs_max(x, QK) / 127.0f, -65504.0f, 65504.0f));
         const float d = f16_to_f32(d16);
-        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
         __m256i r[4];
-        for (int k = 0; k < 4; ++k) {
-            const __m256 q = _mm256_mul_ps(v[k], id);
-            __m256i c = _mm256_cvtps_epi32(q);
-            c = _mm256_blendv_epi8(lo_i, c, _mm256_castps_si256(_mm256_cmp_ps(q, lo, _CMP_GT_OQ)));
-            r[k] = _mm256_blendv_epi8(c, hi_i, _mm256_castps_si256(_mm256_cmp_ps(q, hi, _CMP_GT_OQ)));
-        }
-        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(b->qs), _mm256_permutevar8x32_epi32(p, order));
+        codes_i8(x, _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f), b->qs, r);
         b->d = d16;
     }
 }
 
 QuantRowFn avx2_quant_q8_0() { return quant_q8_0_avx2; }
+
+// q8_K quantization (quant.cpp's quant_q8_K, byte for byte): d = the largest magnitude / 127 as f32 (0
+// when infinite), codes_i8, and the sum of every 16 codes.
+MINFER_AVX2 void quant_q8_K_avx2(const float* x, void* dst, int64_t nb) {
+    BlockQ8_K* b = static_cast<BlockQ8_K*>(dst);
+    for (int64_t i = 0; i < nb; ++i, x += QK_K, ++b) {
+        const float amax = abs_max(x, QK_K);
+        const float d = std::isfinite(amax) ? amax / 127.0f : 0.0f;
+        const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+        for (int c = 0; c < QK_K / 32; ++c) {
+            __m256i r[4];
+            codes_i8(x + 32 * c, id, b->qs + 32 * c, r);
+            b->bsums[2 * c] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(r[0], r[1])));
+            b->bsums[2 * c + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(r[2], r[3])));
+        }
+        b->d = d;
+    }
+}
+
+QuantRowFn avx2_quant_q8_K() { return quant_q8_K_avx2; }
 
 VecDotFn avx2_vec_dot(Type weight) {
     switch (weight) {
@@ -590,6 +624,7 @@ VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
+QuantRowFn avx2_quant_q8_K() { return nullptr; }
 }  // namespace minfer::quant::detail
 
 #endif

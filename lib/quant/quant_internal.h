@@ -65,5 +65,6 @@ AxpyFn avx2_axpy();
 // The AVX2 quantizer of q8_0 activation rows (nb blocks), byte for byte quantize_row's; nullptr off x86.
 using QuantRowFn = void (*)(const float* x, void* dst, int64_t nb);
 QuantRowFn avx2_quant_q8_0();
+QuantRowFn avx2_quant_q8_K();
 
 }  // namespace minfer::quant::detail
