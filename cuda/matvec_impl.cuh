@@ -1371,15 +1371,16 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
 // (j = (c % 8) / 2, the half h = c % 2). As 128 is a multiple of 8, a thread's j and h never change.
 // Per chunk a thread loads its 32 hi and 32 lo digits and the two block records (L1) once for the R
 // rows, and per row the 16-byte header of the super-block (an L1 hit for 7 of its 8 threads) and the
-// code chunk (streamed past L1; the next chunk's codes and headers are loaded before this one is used,
-// so 2R weight loads are in flight per thread). Per row and chunk: 8 LOP3 and 16 dp4a (the high
-// nibbles stay in place, 16 q, and a 1/16 goes into their scale), the scales, 8 f32 operations.
+// code chunk (streamed past L1; kPrefetch below: the next chunk's are loaded before this one is used).
+// Per row and chunk: 8 LOP3 and 16 dp4a (the high nibbles stay in place, 16 q, and a 1/16 goes into
+// their scale), the scales, 8 f32 operations.
 // Why a second kernel: the MMA kernel's warps walk their items as chains of dependent latencies through
 // a ring that holds them to 16 warps an SM (docs/perf.md); this one keeps no shared memory but R sums.
 constexpr int kDpThreads = 128;
 
-// One row's share of a chunk: x digits h0/l0 (sub-block 2j) and h1/l1 (2j + 1), their block scales d0
-// and d1 (d1 already divided by 16) and 16-column sums s0 and s1.
+// The input's part of a chunk, the same for the R rows: the hi and lo digits h0/l0 of the 16 columns of
+// sub-block 2j and h1/l1 of those of 2j + 1, their block scales d0 and d1 (d1 already divided by 16) and
+// the sums s0 and s1 of 256 hi + lo over those columns.
 struct DpX {
     uint4 h0, h1, l0, l1;
     float d0, d1, d1m;  // d1m: d1 undivided, for the mins
@@ -1424,8 +1425,7 @@ __device__ __forceinline__ float q4k_chunk(const uint4 q, const uint4 hd, int j,
 // 85 registers, 5 CTAs an SM for R = 4); without, each chunk is loaded at the top of its own iteration (80
 // registers, 6 CTAs an SM), which suits tall matrices of one pass per row (cuda/matvec.cu).
 template <int R, bool kPrefetch>
-__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols,
-                                                                     bool accumulate) {
+__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
     constexpr int kSb = 144;  // bytes per super-block
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
     const int si = segment_of(seg, g0);
