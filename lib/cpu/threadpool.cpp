@@ -25,10 +25,12 @@ inline void cpu_relax() {
 }
 
 // How long a thread spins on a flag before it sleeps on a condition variable: a decode step calls
-// parallel_for about ten times per layer, a few microseconds apart, and a sleeping thread takes tens of
-// microseconds to wake on a virtual machine, so a short spin saves most of that; past it the thread
-// sleeps and costs nothing.
-constexpr auto kSpin = std::chrono::microseconds(100);
+// parallel_for about ten times per layer, almost all under 10 microseconds apart, plus about two gaps
+// of 100-300 microseconds per token (the step's end and start; measured on the 2-core dev machine,
+// docs/perf.md), and a sleeping thread takes tens of microseconds or more to wake on a virtual
+// machine. 500 covers every gap of a decode step (100 let the workers sleep twice a token); past it
+// the thread sleeps and costs nothing.
+constexpr auto kSpin = std::chrono::microseconds(500);
 
 // Spins until ready() or kSpin elapsed; true when ready.
 template <class F>

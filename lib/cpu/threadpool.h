@@ -1,7 +1,7 @@
 // A small fork-join pool: the calling thread and n-1 workers split `n_tasks` tasks with an atomic
 // counter (dynamic scheduling, so uneven rows balance). One parallel_for at a time per pool; each
 // context owns its pool, so contexts on different threads never share one. Waiting threads (workers
-// between calls, the caller for the workers) spin for up to 100 microseconds, then sleep.
+// between calls, the caller for the workers) spin for up to 500 microseconds, then sleep.
 #pragma once
 
 #include <atomic>
