@@ -392,9 +392,8 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
 // For prefill: each weight block is decoded once for four tokens, so a product costs the sign flip,
 // maddubs, madd, conversion, scale multiply and FMA. The block scales of both sides come as f32 (converted
 // once per matmul, broadcast from memory: the f16 conversions had been a third of the tile's cycles under
-// perf)
-// and the two rows are taken one after the other within a block, so the eight accumulators and the
-// row's codes stay in the 16 registers (two accumulators had spilled). Every (row, token) pair runs
+// perf) and the two rows are taken one after the other within a block, so the eight accumulators and
+// the row's codes stay in the 16 registers (two accumulators had spilled). Every (row, token) pair runs
 // exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (the same scale product, the same
 // accumulator, order and horizontal sum), so the results are those functions' bits.
 

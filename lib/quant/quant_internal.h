@@ -62,7 +62,8 @@ inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
 VecDotFn avx2_vec_dot(Type weight);
 VecDotTileFn avx2_vec_dot_tile(Type weight);
 AxpyFn avx2_axpy();
-// The AVX2 quantizer of q8_0 activation rows (nb blocks), byte for byte quantize_row's; nullptr off x86.
+// The AVX2 quantizers of q8_0 and q8_K activation rows (nb blocks), byte for byte quantize_row's; nullptr
+// off x86.
 using QuantRowFn = void (*)(const float* x, void* dst, int64_t nb);
 QuantRowFn avx2_quant_q8_0();
 QuantRowFn avx2_quant_q8_K();
