@@ -1361,6 +1361,25 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }
 
+// The end of the CTAs of 4 warps that take R rows (the dp4a and plain kernels): each thread's acc[r]
+// summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the rows below `rows`.
+template <int R>
+__device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, int64_t r0, int64_t rows, bool accumulate) {
+    __shared__ float red[4][R];
+    const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+        if (lane == 0) red[warp][r] = v;
+    }
+    __syncthreads();
+    if (tid < R && r0 + tid < rows) {
+        const float sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
+        y[r0 + tid] = accumulate ? y[r0 + tid] + sum : sum;
+    }
+}
+
 // ---- q4_K by direct loads and dp4a (int8 input, one column) -------------------------------------------------
 //
 // The same arithmetic as the int8 MMA kernel (exact s32 dot products of the codes with the hi and lo
@@ -1377,6 +1396,7 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
 // Why a second kernel: the MMA kernel's warps walk their items as chains of dependent latencies through
 // a ring that holds them to 16 warps an SM (docs/perf.md); this one keeps no shared memory but R sums.
 constexpr int kDpThreads = 128;
+static_assert(kDpThreads == 128, "cta_row_sums sums 4 warps");
 
 // The input's part of a chunk, the same for the R rows: the hi and lo digits h0/l0 of the 16 columns of
 // sub-block 2j and h1/l1 of those of 2j + 1, their block scales d0 and d1 (d1 already divided by 16) and
@@ -1483,20 +1503,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
             }
         }
     }
-    __shared__ float red[kDpThreads / 32][R];
-    const int warp = tid >> 5, lane = tid & 31;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float v = acc[r];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-        if (lane == 0) red[warp][r] = v;
-    }
-    __syncthreads();
-    if (tid < R && r0 + tid < rows) {
-        const float sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
-        float* y = segment_y(seg, si) + r0 + tid;
-        *y = accumulate ? *y + sum : sum;
-    }
+    cta_row_sums<R>(acc, segment_y(seg, si), r0, rows, accumulate);
 }
 
 // ---- f32, f16, bf16 ---------------------------------------------------------------------------------------------
@@ -1563,19 +1570,7 @@ __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, c
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] += dot_chunk<T>(ld_stream(wr[r] + c), x + c * kPer);
     }
-    __shared__ float red[4][R];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float v = acc[r];
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-        if (lane == 0) red[warp][r] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < R && r0 + threadIdx.x < rows) {
-        const float sum = (red[0][threadIdx.x] + red[1][threadIdx.x]) + (red[2][threadIdx.x] + red[3][threadIdx.x]);
-        y[r0 + threadIdx.x] = accumulate ? y[r0 + threadIdx.x] + sum : sum;
-    }
+    cta_row_sums<R>(acc, y, r0, rows, accumulate);
 }
 
 }  // namespace minfer::cuda::mv
