@@ -15,8 +15,10 @@
 //    quantized once (quantize_x, or the RMSNorm before it) as two int8 digits per value and the stored
 //    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input;
 //    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
-//    q4_K over one input takes the same integer sums by dp4a instead (matvec_dp4a_q4k_kernel: 16-byte
-//    code chunks loaded straight into registers, many CTAs an SM; 20% faster decode on the H200).
+//    Over one input the same integer sums are taken by dp4a instead, without tensor cores or a ring:
+//    q4_K by matvec_dp4a_q4k_kernel (16-byte code chunks loaded straight into registers, many CTAs an
+//    SM; 20% faster decode on the H200), q6_K, q8_0 and q4_0 by matvec_staged_kernel (their 2-byte
+//    aligned blocks staged per warp through shared memory).
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
@@ -169,6 +171,41 @@ void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaS
           "matvec");
 }
 
+// q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
+// CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N: the A/B knob; 2 rows measured slower on every 7B shape of
+// q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall matrices (8,192 rows or more: the
+// output projection) and for 4 on the others (-DMINFER_DP4A_STAGED_TALL=N moves that line). Only where
+// every segment of the launch is a multiple of 16 bytes long (the kernel copies whole 16-byte units):
+// otherwise, and with -DMINFER_MATVEC_DP4A=0, the int8 MMA kernel.
+#ifndef MINFER_DP4A_STAGED_ROWS
+#define MINFER_DP4A_STAGED_ROWS 4
+#endif
+#ifndef MINFER_DP4A_STAGED_TALL
+#define MINFER_DP4A_STAGED_TALL 8192
+#endif
+template <Type T>
+bool staged_fits(const Segments& seg, int64_t cols) {
+    const int64_t row_bytes = row_bytes_of<T>(cols);
+    for (int i = 0; i < seg.n; ++i)
+        if ((seg.end[i] - (i ? seg.end[i - 1] : 0)) * row_bytes % 16 != 0) return false;
+    return true;
+}
+// Launches the staged kernel where it applies (type, knob and segment lengths); false where it does not.
+template <Type T>
+bool try_staged(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+    if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
+        if (!MINFER_MATVEC_DP4A || !staged_fits<T>(seg, cols)) return false;
+        constexpr int R = MINFER_DP4A_STAGED_ROWS;
+        const int64_t rows = seg.end[seg.n - 1];
+        check(launch_pdl(rows >= MINFER_DP4A_STAGED_TALL ? matvec_staged_kernel<T, R, 5> : matvec_staged_kernel<T, R, 4>,
+                         dim3(blocks_for(rows, R)), dim3(kDpThreads), static_cast<size_t>(staged_smem<T, R>()), stream, seg, xq,
+                         static_cast<int>(cols), accumulate),
+              "matvec");
+        return true;
+    }
+    return false;
+}
+
 template <Type T>
 void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1];
@@ -230,7 +267,10 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                 if constexpr (kInt8Family<T>) {
                     if (xq && ncols > 1) launch_mma<T, true, kColsN>(seg, cols, nullptr, nullptr, xq, stream, accumulate, ncols);
                     else if (xq && T == Type::Q4_K && MINFER_MATVEC_DP4A) launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
-                    else if (xq) launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
+                    else if (xq) {
+                        if (!try_staged<T>(seg, cols, xq, stream, accumulate))
+                            launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
+                    }
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);

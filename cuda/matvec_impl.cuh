@@ -81,6 +81,10 @@ __device__ __forceinline__ uint2 ld64(uint32_t off) { return *reinterpret_cast<c
 __device__ __forceinline__ uint4 ld128(uint32_t off) { return *reinterpret_cast<const uint4*>(mv_smem + off); }
 __device__ __forceinline__ float ldf(uint32_t off) { return *reinterpret_cast<const float*>(mv_smem + off); }
 __device__ __forceinline__ void st64(uint32_t off, uint2 v) { *reinterpret_cast<uint2*>(mv_smem + off) = v; }
+__device__ __forceinline__ void st128(uint32_t off, uint4 v) { *reinterpret_cast<uint4*>(mv_smem + off) = v; }
+__device__ __forceinline__ uint4 as_uint4(int4 v) {
+    return make_uint4(static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z), static_cast<uint32_t>(v.w));
+}
 __device__ __forceinline__ void stf(uint32_t off, float v) { *reinterpret_cast<float*>(mv_smem + off) = v; }
 __device__ __forceinline__ float ld_f16(uint32_t off) { return f16_lo(ld16(off)); }
 // N consecutive little-endian words at a 2-byte aligned offset: N + 1 aligned loads and funnel shifts
@@ -1461,9 +1465,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
         for (int r = 0; r < R; ++r) {
             const uint8_t* b = wr[r] + (c >> 3) * kSb;
             qv[r] = ld_stream(reinterpret_cast<const uint4*>(b + 16 + 16 * p));
-            const int4 h = ld_x16(reinterpret_cast<const int4*>(b));
-            hv[r] = make_uint4(static_cast<uint32_t>(h.x), static_cast<uint32_t>(h.y), static_cast<uint32_t>(h.z),
-                               static_cast<uint32_t>(h.w));
+            hv[r] = as_uint4(ld_x16(reinterpret_cast<const int4*>(b)));
         }
     };
     int c = tid;
@@ -1474,10 +1476,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
-    auto ldu = [](const uint8_t* a) {
-        const int4 v = ld_x16(reinterpret_cast<const int4*>(a));
-        return make_uint4(static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z), static_cast<uint32_t>(v.w));
-    };
+    auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
     for (; c < nch; c += kDpThreads) {
         uint4 qn[R] = {}, hn[R] = {};
         if (kPrefetch && c + kDpThreads < nch) load(c + kDpThreads, qn, hn);
@@ -1501,6 +1500,223 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
                 q[r] = qn[r];
                 hd[r] = hn[r];
             }
+        }
+    }
+    cta_row_sums<R>(acc, segment_y(seg, si), r0, rows, accumulate);
+}
+
+// ---- q6_K, q8_0, q4_0 by staged loads and dp4a (int8 input, one column) ----------------------------------------
+//
+// The arithmetic of the q4_K kernel above for the types whose blocks are only 2-byte aligned (q6_K: 210
+// bytes, ql[128], qh[64], scales[16] int8, d; q8_0: 34, d, qs[32] int8; q4_0: 18, d, qs[16]), whose codes
+// cannot be loaded 16 bytes at a time straight into registers. Each warp stages its share of the rows
+// through its own slots of shared memory instead. A CTA of 4 warps takes R rows of one segment; a group
+// is kGroup consecutive blocks of a row (840, 544 and 288 bytes), and warp w takes groups G = w, w + 4,
+// ... of every one of those rows. Per group and row the warp copies the 16-byte-aligned span around the
+// group with coalesced 16-byte loads (1 or 2 a lane, streamed past L1) into the row's slot; after a
+// __syncwarp lane L decodes unit L % kUnits of block L / kUnits of the group with 4-byte shared loads
+// and funnel shifts (ld_words), the same unit of each of the R rows against the same input registers.
+// The next group's loads are issued right after the stores, into the same registers, so they are in
+// flight while this group is decoded at no register cost.
+// Unsigned codes (q6_K, q4_0) take dp4a.u32.s32 and their offset (32, 8) goes through the input's
+// 16-column sums, counted once per sum by one lane; q8_0's signed codes take dp4a.s32.s32. Per unit and
+// input block the integer 256 sum(q hi) + sum(q lo) - offset (q4_0: 16 times it) stays below 2^28, so the only roundings are
+// the input's quantization, its conversion to f32 and the f32 scaling.
+// Launched only where every segment is a multiple of 16 bytes long (cuda/matvec.cu), so the rounded-up
+// spans never read past a matrix.
+template <Type T>
+struct Staged;
+// q6_K: 8 units a super-block. Unit (n, v) = ((L / 4) % 2, L % 4) takes the columns 128 n + 32 g + 8 v
+// + 0..7 of the four code fields g, read from ql[64 n + 8 v], ql[64 n + 32 + 8 v] and qh[32 n + 8 v]
+// (8 bytes each), with the scales of sub-blocks 8 n + 2 g + v / 2; the lanes of even v count the -32.
+template <>
+struct Staged<Type::Q6_K> {
+    static constexpr int kBytes = 210, kCols = 256, kUnits = 8, kGroup = 4;
+    struct X {
+        uint2 h[4], l[4];  // digits of the four fields' 8 columns
+        float dx[4];
+        int ofs[4];  // 32 S, S the sum over the field's 16-column half (lanes of even v)
+    };
+    __device__ static void input(X& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) {
+        const int n = u >> 2, v = u & 3;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const int col = 256 * blk + 128 * n + 32 * g + 8 * v;
+            x.h[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + col));
+            x.l[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + cols + col));
+            const int4 m = ld_xmeta(rec + col / 32);
+            x.dx[g] = __int_as_float(m.x);
+            x.ofs[g] = (v & 1) ? 0 : 32 * ((v & 2) ? m.z : m.y);
+        }
+    }
+    __device__ static float row(const X& x, uint32_t o, int u) {
+        const int n = u >> 2, v = u & 3;
+        uint32_t qa[2], qb[2], qh[2], sc[2];
+        ld_words<2>(o + 64 * n + 8 * v, qa);
+        ld_words<2>(o + 64 * n + 32 + 8 * v, qb);
+        ld_words<2>(o + 128 + 32 * n + 8 * v, qh);
+        ld_words<2>(o + 192 + 8 * n, sc);
+        int a[4] = {0, 0, 0, 0}, l[4] = {0, 0, 0, 0};
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const uint32_t q[4] = {(qa[k] & 0x0F0F0F0Fu) | ((qh[k] << 4) & 0x30303030u),
+                                   (qb[k] & 0x0F0F0F0Fu) | ((qh[k] << 2) & 0x30303030u),
+                                   ((qa[k] >> 4) & 0x0F0F0F0Fu) | (qh[k] & 0x30303030u),
+                                   ((qb[k] >> 4) & 0x0F0F0F0Fu) | ((qh[k] >> 2) & 0x30303030u)};
+#pragma unroll
+            for (int g = 0; g < 4; ++g) {
+                a[g] = dp4a_us(q[g], k ? x.h[g].y : x.h[g].x, a[g]);
+                l[g] = dp4a_us(q[g], k ? x.l[g].y : x.l[g].x, l[g]);
+            }
+        }
+        // 256 |a| + |l| < 2^24 + 2^16 and 32 |S| < 2^24
+        float s = 0.0f;
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            const int scale = static_cast<int8_t>((sc[g >> 1] >> (16 * (g & 1) + 8 * (v >> 1))) & 0xFFu);
+            s += static_cast<float>(scale) * x.dx[g] * static_cast<float>(256 * a[g] + l[g] - x.ofs[g]);
+        }
+        return ld_f16(o + 208) * s;
+    }
+};
+// q8_0: 2 units a block, unit u the columns 16 u .. 16 u + 15 (qs[16 u ..]).
+template <>
+struct Staged<Type::Q8_0> {
+    static constexpr int kBytes = 34, kCols = 32, kUnits = 2, kGroup = 16;
+    struct X {
+        uint4 h, l;
+        float dx;
+    };
+    __device__ static void input(X& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) {
+        const int col = 32 * blk + 16 * u;
+        x.h = as_uint4(ld_x16(reinterpret_cast<const int4*>(xq + col)));
+        x.l = as_uint4(ld_x16(reinterpret_cast<const int4*>(xq + cols + col)));
+        x.dx = __int_as_float(ld_xmeta(rec + blk).x);
+    }
+    __device__ static float row(const X& x, uint32_t o, int u) {
+        uint32_t q[4];
+        ld_words<4>(o + 2 + 16 * u, q);
+        const uint32_t h[4] = {x.h.x, x.h.y, x.h.z, x.h.w}, l[4] = {x.l.x, x.l.y, x.l.z, x.l.w};
+        int a = 0, b = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            a = dp4a_ss(q[k], h[k], a);
+            b = dp4a_ss(q[k], l[k], b);
+        }
+        return ld_f16(o) * x.dx * static_cast<float>(256 * a + b);  // 256 |a| < 2^26
+    }
+};
+// q4_0: 2 units a block, unit u the columns 8 u .. 8 u + 7 (low nibbles of qs[8 u ..]) and 16 + 8 u ..
+// (their high nibbles, unshifted: 16 q, and the digits' sums scaled by 1/16); unit 0 counts the -8.
+template <>
+struct Staged<Type::Q4_0> {
+    static constexpr int kBytes = 18, kCols = 32, kUnits = 2, kGroup = 16;
+    struct X {
+        uint2 h0, l0, h1, l1;
+        float dx;
+        int ofs;
+    };
+    __device__ static void input(X& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) {
+        const int col = 32 * blk + 8 * u;
+        x.h0 = ld_x8(reinterpret_cast<const int8_t*>(xq + col));
+        x.h1 = ld_x8(reinterpret_cast<const int8_t*>(xq + col + 16));
+        x.l0 = ld_x8(reinterpret_cast<const int8_t*>(xq + cols + col));
+        x.l1 = ld_x8(reinterpret_cast<const int8_t*>(xq + cols + col + 16));
+        const int4 m = ld_xmeta(rec + blk);
+        x.dx = __int_as_float(m.x);
+        x.ofs = u ? 0 : 128 * (m.y + m.z);  // 16 * 8 S: the sum below is 16 times the dot product
+    }
+    __device__ static float row(const X& x, uint32_t o, int u) {
+        uint32_t q[2];
+        ld_words<2>(o + 2 + 8 * u, q);
+        const uint32_t h0[2] = {x.h0.x, x.h0.y}, l0[2] = {x.l0.x, x.l0.y}, h1[2] = {x.h1.x, x.h1.y}, l1[2] = {x.l1.x, x.l1.y};
+        int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            const uint32_t lo = q[k] & 0x0F0F0F0Fu, hi = q[k] & 0xF0F0F0F0u;
+            a0 = dp4a_us(lo, h0[k], a0);
+            b0 = dp4a_us(lo, l0[k], b0);
+            a1 = dp4a_us(hi, h1[k], a1);
+            b1 = dp4a_us(hi, l1[k], b1);
+        }
+        // 16 times the dot product: 4096 |a0| + 256 |a1| < 2^27, 128 |S| < 2^28
+        return ld_f16(o) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
+    }
+};
+// Bytes of one row's slot: the span (at most 14 bytes before the group, 15 after), ld_words' overrun of
+// 4, rounded to an odd number of 16-byte units (rows' slots start in different banks).
+template <Type T>
+constexpr int staged_slot() {
+    return ((14 + Staged<T>::kGroup * Staged<T>::kBytes + 4 + 15) / 16 | 1) * 16;
+}
+template <Type T, int R>
+constexpr int staged_smem() {
+    return kDpThreads / 32 * R * staged_slot<T>();
+}
+// kMinBlocks: CTAs an SM the registers are capped for (cuda/matvec.cu's choice per shape).
+template <Type T, int R, int kMinBlocks>
+__global__ __launch_bounds__(kDpThreads, kMinBlocks) void matvec_staged_kernel(const Segments seg, const uint8_t* __restrict__ xq,
+                                                                               int cols, bool accumulate) {
+    using S = Staged<T>;
+    constexpr int kLoads = ((14 + S::kGroup * S::kBytes + 15) / 16 + 31) / 32;  // 16-byte loads a lane and row
+    constexpr int kWarpsPerCta = kDpThreads / 32;
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0);
+    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
+    const int nblk = cols / S::kCols, tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
+    const int b = lane / S::kUnits, u = lane % S::kUnits;
+    const uint8_t* wr[R];  // block 0 of each row
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * static_cast<int64_t>(nblk) * S::kBytes;
+    // Units lane, lane + 32, ... (16 bytes each) of each row's span of group G; those past the span are
+    // neither loaded nor stored.
+    uint4 st[R][kLoads];
+    auto span = [&](int r, int G, int& lead, int& units) {
+        const uint8_t* s = wr[r] + static_cast<int64_t>(G) * S::kGroup * S::kBytes;
+        lead = static_cast<int>(reinterpret_cast<uintptr_t>(s) & 15);
+        units = (lead + min(S::kGroup, nblk - G * S::kGroup) * S::kBytes + 15) >> 4;
+        return reinterpret_cast<const uint4*>(s - lead);
+    };
+    auto load = [&](int G) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int lead, units;
+            const uint4* a = span(r, G, lead, units);
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j)
+                if (lane + 32 * j < units) st[r][j] = ld_stream(a + lane + 32 * j);
+        }
+    };
+    int G = warp;
+    if (G * S::kGroup < nblk) load(G);  // weights only: before the wait for the kernel that writes xq
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
+    const uint32_t slot0 = static_cast<uint32_t>(warp * R * staged_slot<T>());
+    for (; G * S::kGroup < nblk; G += kWarpsPerCta) {
+        const bool mine = b < min(S::kGroup, nblk - G * S::kGroup);
+        typename S::X x{};
+        if (mine) S::input(x, xq, cols, rec, G * S::kGroup + b, u);
+        __syncwarp();  // the slots' previous group is decoded
+        uint32_t base[R];  // the group's first byte in each row's slot
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            int lead, units;
+            span(r, G, lead, units);
+            const uint32_t slot = slot0 + static_cast<uint32_t>(r * staged_slot<T>());
+#pragma unroll
+            for (int j = 0; j < kLoads; ++j)
+                if (lane + 32 * j < units) st128(slot + 16 * (lane + 32 * j), st[r][j]);
+            base[r] = slot + static_cast<uint32_t>(lead);
+        }
+        __syncwarp();
+        if ((G + kWarpsPerCta) * S::kGroup < nblk) load(G + kWarpsPerCta);
+        if (mine) {
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] += S::row(x, base[r] + static_cast<uint32_t>(b * S::kBytes), u);
         }
     }
     cta_row_sums<R>(acc, segment_y(seg, si), r0, rows, accumulate);

@@ -73,6 +73,12 @@ __device__ __forceinline__ int dp4a_us(uint32_t a, uint32_t b, int c) {
     asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
+// The same with a's bytes signed too.
+__device__ __forceinline__ int dp4a_ss(uint32_t a, uint32_t b, int c) {
+    int d;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
 
 // ldmatrix .x4 of 8x8 f16 matrices from shared memory: lanes 8i .. 8i+7 give the 16-byte-aligned row
 // addresses (shared space) of matrix i's rows 0 .. 7; r[i] of lane 4g + t is matrix i's row g, elements

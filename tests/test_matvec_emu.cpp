@@ -445,12 +445,14 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
     }
 }
 
-// The q4_K dp4a kernel over 1 to 3 matrices (segments of `rows`, each but the last a multiple of R), y
-// poisoned (or holding `init` to accumulate into) and fenced per matrix, a CTA per R rows, run in forward
-// or reverse order.
-template <int R, bool kPrefetch>
-std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
-                                         const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
+// A kernel of CTAs of R rows (the dp4a q4_K and the staged kernels) over 1 to 3 matrices (segments of
+// `rows`, each but the last a multiple of R), y poisoned (or holding `init` to accumulate into) and
+// fenced per matrix, run in forward or reverse CTA order. kernel(seg) runs one CTA's threads, with
+// `smem` bytes of dynamic shared memory.
+template <int R, class Kernel>
+std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                             const uint8_t* xq, const Config& cfg, const std::vector<float>* init, size_t smem,
+                                             Kernel kernel) {
     mv::Segments seg;
     mv_emu::readable = {{xq, static_cast<size_t>(mv::xq_bytes(cols))}};
     std::vector<std::vector<float>> y(rows.size());
@@ -469,13 +471,27 @@ std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>
     const int64_t grid = (end + R - 1) / R;
     std::vector<int64_t> order(static_cast<size_t>(grid));
     for (int64_t b = 0; b < grid; ++b) order[static_cast<size_t>(b)] = cfg.reverse ? grid - 1 - b : b;
-    launch(grid, mv::kDpThreads, 0, cfg, [&] { mv::matvec_dp4a_q4k_kernel<R, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr); },
-           &order);
+    launch(grid, mv::kDpThreads, smem, cfg, [&] { kernel(seg); }, &order);
     for (size_t i = 0; i < rows.size(); ++i) {
         REQUIRE_MESSAGE(std::all_of(y[i].begin() + rows[i], y[i].end(), [](float v) { return v == 12345.0f; }), "y written past its end");
         y[i].resize(static_cast<size_t>(rows[i]));
     }
     return y;
+}
+
+template <int R, bool kPrefetch>
+std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                         const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
+    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, [&](const mv::Segments& seg) {
+        mv::matvec_dp4a_q4k_kernel<R, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
+    });
+}
+template <Type T, int R>
+std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                           const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
+    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, static_cast<size_t>(mv::staged_smem<T, R>()), [&](const mv::Segments& seg) {
+        mv::matvec_staged_kernel<T, R, 4>(seg, xq, static_cast<int>(cols), init != nullptr);
+    });
 }
 
 TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
@@ -525,6 +541,68 @@ TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
             }
         }
     }
+}
+
+// The staged dp4a kernel for type T over rows of each length in `blocks` (blocks per row).
+template <Type T>
+void check_staged(std::initializer_list<int64_t> blocks, uint64_t seed) {
+    const int64_t block_cols = quant::type_info(T).block_elems;
+    int n = 0;
+    for (int64_t nblk : blocks) {
+        const int64_t cols = block_cols * nblk;
+        // segments whose byte lengths are multiples of 16 (blocks of 2 x odd bytes: rows x blocks a multiple of 8)
+        std::vector<std::vector<int64_t>> shapes;
+        if (nblk % 8 == 0) shapes = {{5}, {8, 4, 7}, {12, 9}};
+        else if (nblk % 4 == 0) shapes = {{6}, {8, 4, 6}};
+        else if (nblk % 2 == 0) shapes = {{4}, {8, 4, 12}};
+        else shapes = {{8}, {16, 8, 24}};
+        for (const auto& rows : shapes) {
+            for (bool random_bytes : {false, true}) {
+                std::vector<std::vector<uint8_t>> w;
+                for (int64_t r : rows) {
+                    w.push_back(weights(T, r, cols, random_bytes, seed++));
+                    REQUIRE(w.back().size() % 16 == 0);
+                }
+                const auto x = make_x(cols, n % 3, seed++);
+                const Config& cfg = kConfigs[static_cast<size_t>(n++ % 2)];
+                const auto xq_bytes = quantize(x, cfg);
+                std::vector<int4> aligned((xq_bytes.size() + 15) / 16);
+                std::memcpy(aligned.data(), xq_bytes.data(), xq_bytes.size());
+                const auto* xq = reinterpret_cast<const uint8_t*>(aligned.data());
+                const auto xd = dequantize(xq_bytes, cols);
+                const bool acc = n % 3 == 0;
+                const auto init = normal(32, seed++);
+                CAPTURE(cols);
+                CAPTURE(rows.size());
+                CAPTURE(random_bytes);
+                CAPTURE(acc);
+                for (int r : {2, 4}) {
+                    CAPTURE(r);
+                    const auto* in = acc ? &init : nullptr;
+                    const auto y = r == 2 ? run_staged<T, 2>(w, rows, cols, xq, cfg, in) : run_staged<T, 4>(w, rows, cols, xq, cfg, in);
+                    for (size_t i = 0; i < rows.size(); ++i) {
+                        CAPTURE(i);
+                        auto ref = reference(T, w[i], rows[i], cols, xd);
+                        if (acc)
+                            for (size_t k = 0; k < ref.size(); ++k) ref[k] += init[k];
+                        CHECK(rel_l2(y[i], ref) < 1e-5);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("emulated mat-vec: q6_K, q8_0 and q4_0 by staged dp4a on the int8 input match float64") {
+    // Row lengths with fewer groups than warps, a partial group, a warp's second and third group (the
+    // loads issued a group ahead); odd lengths put every other row at a 2-byte aligned address. Segments
+    // whose byte lengths are multiples of 16, as the launcher requires (cuda/matvec.cu), so any read past
+    // a matrix fails the emulator's bounds check: several matrices in one launch, counts that are not
+    // multiples of R where the length allows. The CPU quantizer's blocks and random bytes (every code
+    // and scale); accumulation into y.
+    SUBCASE("q6_K") { check_staged<Type::Q6_K>({1, 2, 3, 16, 17, 19, 40}, 6161); }
+    SUBCASE("q8_0") { check_staged<Type::Q8_0>({1, 7, 16, 17, 64, 65, 150}, 6262); }
+    SUBCASE("q4_0") { check_staged<Type::Q4_0>({1, 7, 16, 17, 64, 65, 150}, 6363); }
 }
 
 TEST_CASE("emulated mat-vec: SwiGLU formed as the input is loaded equals the product of silu(gate) * up") {

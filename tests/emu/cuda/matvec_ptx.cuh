@@ -416,6 +416,14 @@ inline int dp4a_us(uint32_t a, uint32_t b, int c) {
     if (s < INT32_MIN || s > INT32_MAX) mv_emu::die("dp4a sum out of the s32 range");
     return static_cast<int>(s);
 }
+// dp4a.s32.s32: the same with a's bytes signed.
+inline int dp4a_ss(uint32_t a, uint32_t b, int c) {
+    int64_t s = c;
+    for (int i = 0; i < 4; ++i)
+        s += static_cast<int64_t>(static_cast<int8_t>((a >> (8 * i)) & 0xffu)) * static_cast<int8_t>((b >> (8 * i)) & 0xffu);
+    if (s < INT32_MIN || s > INT32_MAX) mv_emu::die("dp4a sum out of the s32 range");
+    return static_cast<int>(s);
+}
 
 // mma.sync.aligned.m16n8k32.row.col.s32.{u8,s8}.s8.s32, fragments as the PTX ISA lays them out; the sum
 // is computed in 64 bits and must fit s32 (the kernels rely on it).
