@@ -163,6 +163,20 @@ std::vector<float> dequantize(const std::vector<uint8_t>& xq, int64_t cols) {
     return x;
 }
 
+// One input quantized (quantize) in a 16-byte aligned buffer, as the kernels read it, and as they see it
+// (dequantize: the reference's input).
+struct AlignedXq {
+    std::vector<int4> buf;
+    std::vector<float> seen;
+    const uint8_t* data() const { return reinterpret_cast<const uint8_t*>(buf.data()); }
+};
+AlignedXq aligned_xq(const std::vector<float>& x, const Config& cfg) {
+    const auto bytes = quantize(x, cfg);
+    AlignedXq q{std::vector<int4>((bytes.size() + 15) / 16), dequantize(bytes, static_cast<int64_t>(x.size()))};
+    std::memcpy(q.buf.data(), bytes.data(), bytes.size());
+    return q;
+}
+
 // The int8 kernel on the quantized x (xq from quantize, copied to a 16-byte aligned buffer).
 template <Type T>
 std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<uint8_t>& xq_in,
@@ -426,11 +440,9 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
             }
             if (t == Type::Q5_0) continue;  // no int8 kernel
             // the int8 kernel on the same segments, against float64 of x as quantized
-            const auto xq = quantize(x, cfg);
-            std::vector<int4> aligned((xq.size() + 15) / 16);
-            std::memcpy(aligned.data(), xq.data(), xq.size());
-            const auto* q = reinterpret_cast<const uint8_t*>(aligned.data());
-            const auto xd = dequantize(xq, cols);
+            const AlignedXq xq = aligned_xq(x, cfg);
+            const auto* q = xq.data();
+            const auto& xd = xq.seen;
             switch (t) {
                 case Type::Q4_K: y = run_mma_segments<Type::Q4_K, true>(w, rows, cols, x, resident, cfg, q); break;
                 case Type::Q6_K: y = run_mma_segments<Type::Q6_K, true>(w, rows, cols, x, resident, cfg, q); break;
@@ -494,112 +506,83 @@ std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t
     });
 }
 
-TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
-    // Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and
-    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; both
-    // rows per CTA the launcher uses; the CPU quantizer's blocks and random bytes (every code, scale
-    // and min); accumulation into y.
-    uint64_t seed = 9191;
+// Kernels of CTAs of R rows on type T against float64 of x as quantized: for each row length in
+// `blocks` (blocks a row) and each list of segment row counts shapes(blocks), quantizer and random
+// weight blocks (every code, scale and min), fresh inputs, y accumulated into every third time.
+// run(w, rows, cols, xq, cfg, init, check) runs each variant and hands its y to check.
+template <Type T, class Shapes, class Run>
+void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes shapes, Run run) {
     int n = 0;
-    for (int64_t nsb : {1, 2, 16, 17, 19}) {
-        const int64_t cols = 256 * nsb;
-        for (const std::vector<int64_t>& rows : {std::vector<int64_t>{5}, std::vector<int64_t>{8, 4, 7}, std::vector<int64_t>{12, 9}}) {
+    for (int64_t nblk : blocks) {
+        const int64_t cols = quant::type_info(T).block_elems * nblk;
+        for (const std::vector<int64_t>& rows : shapes(nblk)) {
             for (bool random_bytes : {false, true}) {
                 std::vector<std::vector<uint8_t>> w;
-                for (int64_t r : rows) w.push_back(weights(Type::Q4_K, r, cols, random_bytes, seed++));
+                for (int64_t r : rows) w.push_back(weights(T, r, cols, random_bytes, seed++));
                 const auto x = make_x(cols, n % 3, seed++);
                 const Config& cfg = kConfigs[static_cast<size_t>(n++ % 2)];
-                const auto xq_bytes = quantize(x, cfg);
-                std::vector<int4> aligned((xq_bytes.size() + 15) / 16);
-                std::memcpy(aligned.data(), xq_bytes.data(), xq_bytes.size());
-                const auto* xq = reinterpret_cast<const uint8_t*>(aligned.data());
-                const auto xd = dequantize(xq_bytes, cols);
+                const AlignedXq q = aligned_xq(x, cfg);
                 const bool acc = n % 3 == 0;
-                const auto init = normal(16, seed++);
+                const auto init = normal(32, seed++);
+                std::vector<std::vector<double>> ref;
+                for (size_t i = 0; i < rows.size(); ++i) {
+                    ref.push_back(reference(T, w[i], rows[i], cols, q.seen));
+                    if (acc)
+                        for (size_t k = 0; k < ref[i].size(); ++k) ref[i][k] += init[k];
+                }
                 CAPTURE(cols);
                 CAPTURE(rows.size());
                 CAPTURE(random_bytes);
                 CAPTURE(acc);
-                for (int r : {2, 4}) {
-                    // each chunk loaded one iteration ahead, or at the top of its own
-                    for (bool prefetch : {true, false}) {
-                        CAPTURE(r);
-                        CAPTURE(prefetch);
-                        const auto* in = acc ? &init : nullptr;
-                        std::vector<std::vector<float>> y;
-                        if (r == 2) y = prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in);
-                        else y = prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in);
-                        for (size_t i = 0; i < rows.size(); ++i) {
-                            CAPTURE(i);
-                            auto ref = reference(Type::Q4_K, w[i], rows[i], cols, xd);
-                            if (acc)
-                                for (size_t k = 0; k < ref.size(); ++k) ref[k] += init[k];
-                            CHECK(rel_l2(y[i], ref) < 1e-5);
-                        }
+                run(w, rows, cols, q.data(), cfg, acc ? &init : nullptr, [&](const std::vector<std::vector<float>>& y) {
+                    for (size_t i = 0; i < rows.size(); ++i) {
+                        CAPTURE(i);
+                        CHECK(rel_l2(y[i], ref[i]) < 1e-5);
                     }
-                }
+                });
             }
         }
     }
 }
 
-// The staged dp4a kernel for type T over rows of each length in `blocks` (blocks per row).
+TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
+    // Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and
+    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; both
+    // rows per CTA the launcher uses, each chunk loaded one iteration ahead or at the top of its own.
+    check_cta_rows<Type::Q4_K>(
+        {1, 2, 16, 17, 19}, 9191, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
+        [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
+            for (bool prefetch : {true, false}) {
+                CAPTURE(prefetch);
+                check(prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in));
+                check(prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in));
+            }
+        });
+}
+
+// Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel
+// (cuda/matvec.cu; blocks of 2 x odd bytes: rows x blocks a multiple of 8), so any read past a matrix
+// fails the emulator's bounds check; row counts that are not multiples of R where the length allows.
+std::vector<std::vector<int64_t>> staged_shapes(int64_t nblk) {
+    if (nblk % 8 == 0) return {{5}, {8, 4, 7}, {12, 9}};
+    if (nblk % 4 == 0) return {{6}, {8, 4, 6}};
+    if (nblk % 2 == 0) return {{4}, {8, 4, 12}};
+    return {{8}, {16, 8, 24}};
+}
 template <Type T>
 void check_staged(std::initializer_list<int64_t> blocks, uint64_t seed) {
-    const int64_t block_cols = quant::type_info(T).block_elems;
-    int n = 0;
-    for (int64_t nblk : blocks) {
-        const int64_t cols = block_cols * nblk;
-        // segments whose byte lengths are multiples of 16 (blocks of 2 x odd bytes: rows x blocks a multiple of 8)
-        std::vector<std::vector<int64_t>> shapes;
-        if (nblk % 8 == 0) shapes = {{5}, {8, 4, 7}, {12, 9}};
-        else if (nblk % 4 == 0) shapes = {{6}, {8, 4, 6}};
-        else if (nblk % 2 == 0) shapes = {{4}, {8, 4, 12}};
-        else shapes = {{8}, {16, 8, 24}};
-        for (const auto& rows : shapes) {
-            for (bool random_bytes : {false, true}) {
-                std::vector<std::vector<uint8_t>> w;
-                for (int64_t r : rows) {
-                    w.push_back(weights(T, r, cols, random_bytes, seed++));
-                    REQUIRE(w.back().size() % 16 == 0);
-                }
-                const auto x = make_x(cols, n % 3, seed++);
-                const Config& cfg = kConfigs[static_cast<size_t>(n++ % 2)];
-                const auto xq_bytes = quantize(x, cfg);
-                std::vector<int4> aligned((xq_bytes.size() + 15) / 16);
-                std::memcpy(aligned.data(), xq_bytes.data(), xq_bytes.size());
-                const auto* xq = reinterpret_cast<const uint8_t*>(aligned.data());
-                const auto xd = dequantize(xq_bytes, cols);
-                const bool acc = n % 3 == 0;
-                const auto init = normal(32, seed++);
-                CAPTURE(cols);
-                CAPTURE(rows.size());
-                CAPTURE(random_bytes);
-                CAPTURE(acc);
-                for (int r : {2, 4}) {
-                    CAPTURE(r);
-                    const auto* in = acc ? &init : nullptr;
-                    const auto y = r == 2 ? run_staged<T, 2>(w, rows, cols, xq, cfg, in) : run_staged<T, 4>(w, rows, cols, xq, cfg, in);
-                    for (size_t i = 0; i < rows.size(); ++i) {
-                        CAPTURE(i);
-                        auto ref = reference(T, w[i], rows[i], cols, xd);
-                        if (acc)
-                            for (size_t k = 0; k < ref.size(); ++k) ref[k] += init[k];
-                        CHECK(rel_l2(y[i], ref) < 1e-5);
-                    }
-                }
-            }
-        }
-    }
+    check_cta_rows<T>(blocks, seed, staged_shapes,
+                      [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
+                          for (const auto& m : w) REQUIRE(m.size() % 16 == 0);
+                          check(run_staged<T, 2>(w, rows, cols, xq, cfg, in));
+                          check(run_staged<T, 4>(w, rows, cols, xq, cfg, in));
+                      });
 }
 
 TEST_CASE("emulated mat-vec: q6_K, q8_0 and q4_0 by staged dp4a on the int8 input match float64") {
     // Row lengths with fewer groups than warps, a partial group, a warp's second and third group (the
-    // loads issued a group ahead); odd lengths put every other row at a 2-byte aligned address. Segments
-    // whose byte lengths are multiples of 16, as the launcher requires (cuda/matvec.cu), so any read past
-    // a matrix fails the emulator's bounds check: several matrices in one launch, counts that are not
-    // multiples of R where the length allows. The CPU quantizer's blocks and random bytes (every code
-    // and scale); accumulation into y.
+    // loads issued a group ahead); odd lengths put every other row at a 2-byte aligned address; 1 to 3
+    // segments; 2 and 4 rows a CTA.
     SUBCASE("q6_K") { check_staged<Type::Q6_K>({1, 2, 3, 16, 17, 19, 40}, 6161); }
     SUBCASE("q8_0") { check_staged<Type::Q8_0>({1, 7, 16, 17, 64, 65, 150}, 6262); }
     SUBCASE("q4_0") { check_staged<Type::Q4_0>({1, 7, 16, 17, 64, 65, 150}, 6363); }
