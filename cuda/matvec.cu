@@ -164,6 +164,7 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #endif
 void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = MINFER_DP4A_ROWS;
+    static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
     const bool prefetch = rows < 8192 || cols / 256 * 8 > kDpThreads;
     check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, true> : matvec_dp4a_q4k_kernel<R, false>, dim3(blocks_for(rows, R)),
@@ -172,9 +173,10 @@ void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaS
 }
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
-// CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N: the A/B knob; 2 rows measured slower on every 7B shape of
-// q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall matrices (8,192 rows or more: the
-// output projection) and for 4 on the others (-DMINFER_DP4A_STAGED_TALL=N moves that line). Only where
+// CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
+// every 7B shape of q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall launches (8,192
+// rows or more in all: the output projection, and the joint gate/up of q8_0 and q4_0 files) and for 4
+// on the others (-DMINFER_DP4A_STAGED_TALL=N moves that line). Only where
 // every segment of the launch is a multiple of 16 bytes long (the kernel copies whole 16-byte units):
 // otherwise, and with -DMINFER_MATVEC_DP4A=0, the int8 MMA kernel.
 #ifndef MINFER_DP4A_STAGED_ROWS
@@ -196,6 +198,7 @@ bool try_staged(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream
     if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (!MINFER_MATVEC_DP4A || !staged_fits<T>(seg, cols)) return false;
         constexpr int R = MINFER_DP4A_STAGED_ROWS;
+        static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
         const int64_t rows = seg.end[seg.n - 1];
         check(launch_pdl(rows >= MINFER_DP4A_STAGED_TALL ? matvec_staged_kernel<T, R, 5> : matvec_staged_kernel<T, R, 4>,
                          dim3(blocks_for(rows, R)), dim3(kDpThreads), static_cast<size_t>(staged_smem<T, R>()), stream, seg, xq,

@@ -1365,7 +1365,7 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }
 
-// The end of the CTAs of 4 warps that take R rows (the dp4a and plain kernels): each thread's acc[r]
+// The end of the CTAs of 4 warps that take R rows (the dp4a, staged and plain kernels): each thread's acc[r]
 // summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the rows below `rows`.
 template <int R>
 __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, int64_t r0, int64_t rows, bool accumulate) {

@@ -509,7 +509,7 @@ std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t
 // Kernels of CTAs of R rows on type T against float64 of x as quantized: for each row length in
 // `blocks` (blocks a row) and each list of segment row counts shapes(blocks), quantizer and random
 // weight blocks (every code, scale and min), fresh inputs, y accumulated into every third time.
-// run(w, rows, cols, xq, cfg, init, check) runs each variant and hands its y to check.
+// run(w, rows, cols, xq, cfg, init, check) runs each variant and hands check its rows a CTA and y.
 template <Type T, class Shapes, class Run>
 void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes shapes, Run run) {
     int n = 0;
@@ -534,7 +534,8 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
                 CAPTURE(rows.size());
                 CAPTURE(random_bytes);
                 CAPTURE(acc);
-                run(w, rows, cols, q.data(), cfg, acc ? &init : nullptr, [&](const std::vector<std::vector<float>>& y) {
+                run(w, rows, cols, q.data(), cfg, acc ? &init : nullptr, [&](int r, const std::vector<std::vector<float>>& y) {
+                    CAPTURE(r);
                     for (size_t i = 0; i < rows.size(); ++i) {
                         CAPTURE(i);
                         CHECK(rel_l2(y[i], ref[i]) < 1e-5);
@@ -554,8 +555,8 @@ TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
             for (bool prefetch : {true, false}) {
                 CAPTURE(prefetch);
-                check(prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in));
-                check(prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in));
+                check(2, prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in));
+                check(4, prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in));
             }
         });
 }
@@ -574,8 +575,8 @@ void check_staged(std::initializer_list<int64_t> blocks, uint64_t seed) {
     check_cta_rows<T>(blocks, seed, staged_shapes,
                       [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
                           for (const auto& m : w) REQUIRE(m.size() % 16 == 0);
-                          check(run_staged<T, 2>(w, rows, cols, xq, cfg, in));
-                          check(run_staged<T, 4>(w, rows, cols, xq, cfg, in));
+                          check(2, run_staged<T, 2>(w, rows, cols, xq, cfg, in));
+                          check(4, run_staged<T, 4>(w, rows, cols, xq, cfg, in));
                       });
 }
 
