@@ -192,11 +192,16 @@ bool staged_fits(const Segments& seg, int64_t cols) {
         if ((seg.end[i] - (i ? seg.end[i - 1] : 0)) * row_bytes % 16 != 0) return false;
     return true;
 }
-// Launches the staged kernel where it applies (type, knob and segment lengths); false where it does not.
+// Launches a dp4a kernel for one input column where one applies (type, knob and, for the staged kernel,
+// segment lengths); false where none does (the int8 MMA kernel then).
 template <Type T>
-bool try_staged(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
-    if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
-        if (!MINFER_MATVEC_DP4A || !staged_fits<T>(seg, cols)) return false;
+bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+    if (!MINFER_MATVEC_DP4A) return false;
+    if constexpr (T == Type::Q4_K) {
+        launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
+        return true;
+    } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
+        if (!staged_fits<T>(seg, cols)) return false;
         constexpr int R = MINFER_DP4A_STAGED_ROWS;
         static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
         const int64_t rows = seg.end[seg.n - 1];
@@ -269,12 +274,10 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             if (seg.end[seg.n - 1] > 0) {
                 if constexpr (kInt8Family<T>) {
                     if (xq && ncols > 1) launch_mma<T, true, kColsN>(seg, cols, nullptr, nullptr, xq, stream, accumulate, ncols);
-                    else if (xq && T == Type::Q4_K && MINFER_MATVEC_DP4A) launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
                     else if (xq) {
-                        if (!try_staged<T>(seg, cols, xq, stream, accumulate))
+                        if (!try_dp4a<T>(seg, cols, xq, stream, accumulate))
                             launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
-                    }
-                    else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
+                    } else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
                 else launch_ref<T>(w[i], rows[i], cols, in, y[i], stream, accumulate);

@@ -1526,12 +1526,16 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
 // spans never read past a matrix.
 template <Type T>
 struct Staged;
+template <Type T>
+struct StagedBlock {  // bytes and columns of one block
+    static constexpr int kBytes = block_bytes(T), kCols = block_elems(T);
+};
 // q6_K: 8 units a super-block. Unit (n, v) = ((L / 4) % 2, L % 4) takes the columns 128 n + 32 g + 8 v
 // + 0..7 of the four code fields g, read from ql[64 n + 8 v], ql[64 n + 32 + 8 v] and qh[32 n + 8 v]
 // (8 bytes each), with the scales of sub-blocks 8 n + 2 g + v / 2; the lanes of even v count the -32.
 template <>
-struct Staged<Type::Q6_K> {
-    static constexpr int kBytes = 210, kCols = 256, kUnits = 8, kGroup = 4;
+struct Staged<Type::Q6_K> : StagedBlock<Type::Q6_K> {
+    static constexpr int kUnits = 8, kGroup = 4;
     struct X {
         uint2 h[4], l[4];  // digits of the four fields' 8 columns
         float dx[4];
@@ -1581,8 +1585,8 @@ struct Staged<Type::Q6_K> {
 };
 // q8_0: 2 units a block, unit u the columns 16 u .. 16 u + 15 (qs[16 u ..]).
 template <>
-struct Staged<Type::Q8_0> {
-    static constexpr int kBytes = 34, kCols = 32, kUnits = 2, kGroup = 16;
+struct Staged<Type::Q8_0> : StagedBlock<Type::Q8_0> {
+    static constexpr int kUnits = 2, kGroup = 16;
     struct X {
         uint4 h, l;
         float dx;
@@ -1609,8 +1613,8 @@ struct Staged<Type::Q8_0> {
 // q4_0: 2 units a block, unit u the columns 8 u .. 8 u + 7 (low nibbles of qs[8 u ..]) and 16 + 8 u ..
 // (their high nibbles, unshifted: 16 q, and the digits' sums scaled by 1/16); unit 0 counts the -8.
 template <>
-struct Staged<Type::Q4_0> {
-    static constexpr int kBytes = 18, kCols = 32, kUnits = 2, kGroup = 16;
+struct Staged<Type::Q4_0> : StagedBlock<Type::Q4_0> {
+    static constexpr int kUnits = 2, kGroup = 16;
     struct X {
         uint2 h0, l0, h1, l1;
         float dx;
