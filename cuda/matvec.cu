@@ -152,24 +152,46 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 
 // q4_K on the int8 input, one column: the dp4a kernel (matvec_impl.cuh) unless built with
 // -DMINFER_MATVEC_DP4A=0 (the A/B knob: the int8 MMA kernel then). A CTA per 4 rows (-DMINFER_DP4A_ROWS=N
-// builds N): on the H200 2 rows per CTA was slower on every 7B shape, and CTAs looping over row groups
-// (more registers, 4 CTAs an SM) slower end to end (docs/perf.md). Prefetching the next chunk pays on
-// long rows (the down projection) and on grids of about one wave; a tall matrix of one chunk per thread
-// and row (gate/up: 37,888 rows of 3,584) runs faster without it, at 6 CTAs an SM instead of 5.
+// builds N): on the H200 2 rows per CTA was slower on every 7B shape (docs/perf.md). CTAs of one warp
+// where that leaves at least MINFER_DP4A_MIN_WARPS warps in the grid (the joint gate/up launch and the
+// output projection of the 7B: each thread then takes several chunks a row), else of 2 warps where that
+// does, else of 4 (-DMINFER_DP4A_LANES=32, 64 or 128 forces one). Prefetching the next chunk pays on long
+// rows (the down projection) and on grids of about one wave; MINFER_DP4A_PREFETCH = 0 or 1 forces it off
+// or on.
 #ifndef MINFER_MATVEC_DP4A
 #define MINFER_MATVEC_DP4A 1
 #endif
 #ifndef MINFER_DP4A_ROWS
 #define MINFER_DP4A_ROWS 4
 #endif
-void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+#ifndef MINFER_DP4A_LANES
+#define MINFER_DP4A_LANES 0
+#endif
+#ifndef MINFER_DP4A_MIN_WARPS
+#define MINFER_DP4A_MIN_WARPS 3168
+#endif
+#ifndef MINFER_DP4A_PREFETCH
+#define MINFER_DP4A_PREFETCH (-1)
+#endif
+template <int kLanes>
+void launch_dp4a_q4k_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = MINFER_DP4A_ROWS;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
-    const bool prefetch = rows < 8192 || cols / 256 * 8 > kDpThreads;
-    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, true> : matvec_dp4a_q4k_kernel<R, false>, dim3(blocks_for(rows, R)),
-                     dim3(kDpThreads), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+    const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
+    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, kLanes, true> : matvec_dp4a_q4k_kernel<R, kLanes, false>,
+                     dim3(blocks_for(rows, R)), dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
+}
+void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+    const int64_t ctas = blocks_for(seg.end[seg.n - 1], MINFER_DP4A_ROWS);
+    const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
+                      : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
+                      : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
+                                                              : 128;
+    if (lanes == 32) launch_dp4a_q4k_lanes<32>(seg, cols, xq, stream, accumulate);
+    else if (lanes == 64) launch_dp4a_q4k_lanes<64>(seg, cols, xq, stream, accumulate);
+    else launch_dp4a_q4k_lanes<128>(seg, cols, xq, stream, accumulate);
 }
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a

@@ -1365,22 +1365,35 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }
 
-// The end of the CTAs of 4 warps that take R rows (the dp4a, staged and plain kernels): each thread's acc[r]
-// summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the rows below `rows`.
-template <int R>
+// The end of the CTAs of kLanes threads (1, 2 or 4 warps) that take R rows (the dp4a, staged and plain
+// kernels): each thread's acc[r] summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the
+// rows below `rows`. (A transposed warp reduction, R - 1 + 5 - log2(R) shuffles instead of 5 R, made the
+// staged kernels' tall launches 5-10% slower on the H200: docs/perf.md.)
+template <int R, int kLanes = 128>
 __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, int64_t r0, int64_t rows, bool accumulate) {
-    __shared__ float red[4][R];
+    static_assert(kLanes == 32 || kLanes == 64 || kLanes == 128, "CTAs of 1, 2 or 4 warps");
+    static_assert(R <= 32, "a lane per row");
+    constexpr int kWarps = kLanes / 32;
+    __shared__ float red[kWarps][R];
     const int tid = static_cast<int>(threadIdx.x), warp = tid >> 5, lane = tid & 31;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
         float v = acc[r];
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-        if (lane == 0) red[warp][r] = v;
+        if constexpr (kWarps == 1) {
+            if (lane == r && r0 + r < rows) y[r0 + r] = accumulate ? y[r0 + r] + v : v;
+        } else if (lane == 0) {
+            red[warp][r] = v;
+        }
     }
-    __syncthreads();
-    if (tid < R && r0 + tid < rows) {
-        const float sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
-        y[r0 + tid] = accumulate ? y[r0 + tid] + sum : sum;
+    if constexpr (kWarps > 1) {
+        __syncthreads();
+        if (tid < R && r0 + tid < rows) {
+            float sum;
+            if constexpr (kWarps == 2) sum = red[0][tid] + red[1][tid];
+            else sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
+            y[r0 + tid] = accumulate ? y[r0 + tid] + sum : sum;
+        }
     }
 }
 
@@ -1437,19 +1450,22 @@ __device__ __forceinline__ float q4k_chunk(const uint4 q, const uint4 hd, int j,
 }
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment).
-// -DMINFER_DP4A_MIN_BLOCKS=N (an A/B knob) caps the registers for N CTAs per SM; by default ptxas picks
-// (85 for R = 4, which leaves 5 CTAs per SM: __launch_bounds__(128, 1) gives 101, and the kernel is
-// slower at 4 CTAs).
+// -DMINFER_DP4A_MIN_BLOCKS=N (an A/B knob) caps the registers for N CTAs of 128 threads per SM; by
+// default ptxas picks (71 for R = 4 without prefetch, 85 with).
 #ifdef MINFER_DP4A_MIN_BLOCKS
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kDpThreads, MINFER_DP4A_MIN_BLOCKS)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes, MINFER_DP4A_MIN_BLOCKS * 128 / kLanes)
 #else
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kDpThreads)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes)
 #endif
+// kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes chunks t, t + kLanes,
+// ... of every row. On short rows narrower CTAs give each thread more chunks, over which its fixed costs
+// (addresses, the reduction) are spread.
 // kPrefetch: each iteration first loads the next chunk's codes and headers (2R loads in flight per thread,
-// 85 registers, 5 CTAs an SM for R = 4); without, each chunk is loaded at the top of its own iteration (80
-// registers, 6 CTAs an SM), which suits tall matrices of one pass per row (cuda/matvec.cu).
-template <int R, bool kPrefetch>
+// 85 registers for R = 4); without, each chunk is loaded at the top of its own iteration (71 registers),
+// which suits tall matrices of one pass per row (cuda/matvec.cu).
+template <int R, int kLanes, bool kPrefetch>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
     constexpr int kSb = 144;  // bytes per super-block
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
     const int si = segment_of(seg, g0);
@@ -1477,9 +1493,9 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
     auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
-    for (; c < nch; c += kDpThreads) {
+    for (; c < nch; c += kLanes) {
         uint4 qn[R] = {}, hn[R] = {};
-        if (kPrefetch && c + kDpThreads < nch) load(c + kDpThreads, qn, hn);
+        if (kPrefetch && c + kLanes < nch) load(c + kLanes, qn, hn);
         if (!kPrefetch && c != tid) load(c, q, hd);
         const int col = (c >> 3) * 256 + 64 * j + 16 * (p & 1);
         DpX x;
@@ -1502,7 +1518,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
             }
         }
     }
-    cta_row_sums<R>(acc, segment_y(seg, si), r0, rows, accumulate);
+    cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
 }
 
 // ---- q6_K, q8_0, q4_0 by staged loads and dp4a (int8 input, one column) ----------------------------------------

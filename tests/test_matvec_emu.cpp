@@ -457,14 +457,14 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
     }
 }
 
-// A kernel of CTAs of R rows (the dp4a q4_K and the staged kernels) over 1 to 3 matrices (segments of
-// `rows`, each but the last a multiple of R), y poisoned (or holding `init` to accumulate into) and
-// fenced per matrix, run in forward or reverse CTA order. kernel(seg) runs one CTA's threads, with
-// `smem` bytes of dynamic shared memory.
+// A kernel of CTAs of R rows and `threads` threads (the dp4a q4_K and the staged kernels) over 1 to 3
+// matrices (segments of `rows`, each but the last a multiple of R), y poisoned (or holding `init` to
+// accumulate into) and fenced per matrix, run in forward or reverse CTA order. kernel(seg) runs one CTA's
+// threads, with `smem` bytes of dynamic shared memory.
 template <int R, class Kernel>
 std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                              const uint8_t* xq, const Config& cfg, const std::vector<float>* init, size_t smem,
-                                             Kernel kernel) {
+                                             Kernel kernel, int threads = mv::kDpThreads) {
     mv::Segments seg;
     mv_emu::readable = {{xq, static_cast<size_t>(mv::xq_bytes(cols))}};
     std::vector<std::vector<float>> y(rows.size());
@@ -483,7 +483,7 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     const int64_t grid = (end + R - 1) / R;
     std::vector<int64_t> order(static_cast<size_t>(grid));
     for (int64_t b = 0; b < grid; ++b) order[static_cast<size_t>(b)] = cfg.reverse ? grid - 1 - b : b;
-    launch(grid, mv::kDpThreads, smem, cfg, [&] { kernel(seg); }, &order);
+    launch(grid, threads, smem, cfg, [&] { kernel(seg); }, &order);
     for (size_t i = 0; i < rows.size(); ++i) {
         REQUIRE_MESSAGE(std::all_of(y[i].begin() + rows[i], y[i].end(), [](float v) { return v == 12345.0f; }), "y written past its end");
         y[i].resize(static_cast<size_t>(rows[i]));
@@ -491,12 +491,11 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     return y;
 }
 
-template <int R, bool kPrefetch>
+template <int R, int kLanes, bool kPrefetch>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
-    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, [&](const mv::Segments& seg) {
-        mv::matvec_dp4a_q4k_kernel<R, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
-    });
+    auto kernel = [&](const mv::Segments& seg) { mv::matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr); };
+    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
 }
 template <Type T, int R>
 std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
@@ -509,7 +508,8 @@ std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t
 // Kernels of CTAs of R rows on type T against float64 of x as quantized: for each row length in
 // `blocks` (blocks a row) and each list of segment row counts shapes(blocks), quantizer and random
 // weight blocks (every code, scale and min), fresh inputs, y accumulated into every third time.
-// run(w, rows, cols, xq, cfg, init, check) runs each variant and hands check its rows a CTA and y.
+// run(w, rows, cols, xq, cfg, init, check) runs each variant and hands check a label of it (its rows a CTA, its lanes a
+// group) and y.
 template <Type T, class Shapes, class Run>
 void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes shapes, Run run) {
     int n = 0;
@@ -534,8 +534,8 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
                 CAPTURE(rows.size());
                 CAPTURE(random_bytes);
                 CAPTURE(acc);
-                run(w, rows, cols, q.data(), cfg, acc ? &init : nullptr, [&](int r, const std::vector<std::vector<float>>& y) {
-                    CAPTURE(r);
+                run(w, rows, cols, q.data(), cfg, acc ? &init : nullptr, [&](int variant, const std::vector<std::vector<float>>& y) {
+                    CAPTURE(variant);
                     for (size_t i = 0; i < rows.size(); ++i) {
                         CAPTURE(i);
                         CHECK(rel_l2(y[i], ref[i]) < 1e-5);
@@ -548,15 +548,21 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 
 TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
     // Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and
-    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; both
-    // rows per CTA the launcher uses, each chunk loaded one iteration ahead or at the top of its own.
+    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4
+    // rows a CTA, CTAs of 1, 2 and 4 warps; each chunk loaded one iteration ahead or at the top of its own.
     check_cta_rows<Type::Q4_K>(
         {1, 2, 16, 17, 19}, 9191, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
             for (bool prefetch : {true, false}) {
                 CAPTURE(prefetch);
-                check(2, prefetch ? run_dp4a<2, true>(w, rows, cols, xq, cfg, in) : run_dp4a<2, false>(w, rows, cols, xq, cfg, in));
-                check(4, prefetch ? run_dp4a<4, true>(w, rows, cols, xq, cfg, in) : run_dp4a<4, false>(w, rows, cols, xq, cfg, in));
+                auto each_lanes = [&]<int R>() {
+                    CAPTURE(R);
+                    check(32, prefetch ? run_dp4a<R, 32, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 32, false>(w, rows, cols, xq, cfg, in));
+                    check(64, prefetch ? run_dp4a<R, 64, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 64, false>(w, rows, cols, xq, cfg, in));
+                    check(128, prefetch ? run_dp4a<R, 128, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 128, false>(w, rows, cols, xq, cfg, in));
+                };
+                each_lanes.template operator()<2>();
+                each_lanes.template operator()<4>();
             }
         });
 }
