@@ -1,6 +1,6 @@
 // Microbenchmark of the decode mat-vec (cuda::matvec) against device memory bandwidth.
 //
-//   build/tests/bench_matvec [--types q4_K,q8_0] [--old] [--reps N] [--cols N]
+//   build/tests/bench_matvec [--types q4_K,q8_0] [--old] [--reps N] [--cols N] [--hot]
 //
 // First the device-to-device copy bandwidth (cudaMemcpy of 2 GiB, read + write bytes, median of 20).
 // Then, for each type and each of the Qwen2.5-7B decode shapes (rows x cols = out x in), the weights are
@@ -12,7 +12,9 @@
 // the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K; its err includes the
 // input's quantization; --cols N times it over N inputs in one launch, the few-token path, its err that
 // of input 0 and its GB/s counting the weights once);
-// --old also times that reference kernel (the previous decode mat-vec). A short table is printed last.
+// --old also times that reference kernel (the previous decode mat-vec); --hot times every launch on copy 0
+// (a matrix smaller than the L2 then comes from it: what a kernel costs apart from HBM). A short table is
+// printed last.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -146,7 +148,7 @@ void matvec_old(Type t, const void* w, int64_t rows, int64_t cols, const float* 
 
 int main(int argc, char** argv) {
     std::vector<std::string> only;  // --types
-    bool old = false;
+    bool old = false, hot = false;
     int reps = 60;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--types") && i + 1 < argc) {
@@ -158,10 +160,11 @@ int main(int argc, char** argv) {
             }
         }
         else if (!std::strcmp(argv[i], "--old")) old = true;
+        else if (!std::strcmp(argv[i], "--hot")) hot = true;
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(5, std::atoi(argv[++i]));
         else if (!std::strcmp(argv[i], "--cols") && i + 1 < argc) g_ncols = std::atoi(argv[++i]);
         else {
-            std::fprintf(stderr, "usage: %s [--types q4_K,q8_0] [--old] [--reps N] [--cols N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--types q4_K,q8_0] [--old] [--reps N] [--cols N] [--hot]\n", argv[0]);
             return 2;
         }
     }
@@ -214,6 +217,7 @@ int main(int argc, char** argv) {
             const uint64_t row_bytes = minfer::quant::row_bytes(tc.t, sh.cols);
             const uint64_t bytes = row_bytes * sh.rows, stride = (bytes + 255) / 256 * 256;
             const int copies = static_cast<int>(std::max<uint64_t>(2, (240'000'000 + bytes - 1) / bytes));
+            const int timed_copies = hot ? 1 : copies;  // the launches rotate over this many
             uint8_t* w = nullptr;
             float *x = nullptr, *y = nullptr, *yr = nullptr;
             ck(cudaMalloc(&w, stride * copies), "cudaMalloc weights");
@@ -249,7 +253,7 @@ int main(int argc, char** argv) {
             const double err = std::sqrt(num / std::max(den, 1e-300));
 
             const double moved = double(bytes) + 4.0 * sh.cols + 4.0 * sh.rows;
-            const float us = time_launches(matvec_new, tc.t, w, stride, copies, sh.rows, sh.cols, x, y, reps, s);
+            const float us = time_launches(matvec_new, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, y, reps, s);
             const double gbs = moved / (us * 1e-6) / 1e9;
             char shape[32];
             std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.rows), static_cast<long long>(sh.cols));
@@ -268,7 +272,7 @@ int main(int argc, char** argv) {
                     const double d = double(a[i]) - b[i];
                     n8 += std::isfinite(a[i]) ? d * d : INFINITY;
                 }
-                const float us8 = time_launches(matvec_i8, tc.t, w, stride, copies, sh.rows, sh.cols, x, y, reps, s);
+                const float us8 = time_launches(matvec_i8, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, y, reps, s);
                 const double moved8 = double(bytes) + g_ncols * (double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows);
                 std::snprintf(line, sizeof line, " %9.2f %8.0f %9.1e", us8, moved8 / (us8 * 1e-6) / 1e9, std::sqrt(n8 / std::max(den, 1e-300)));
                 row += line;
@@ -279,7 +283,7 @@ int main(int argc, char** argv) {
                 row += line;
             }
             if (old) {
-                const float ous = time_launches(matvec_old, tc.t, w, stride, copies, sh.rows, sh.cols, x, yr, reps, s);
+                const float ous = time_launches(matvec_old, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, yr, reps, s);
                 std::snprintf(line, sizeof line, " %9.2f %9.0f", ous, moved / (ous * 1e-6) / 1e9);
                 row += line;
             }
@@ -293,7 +297,8 @@ int main(int argc, char** argv) {
         }
     }
     ck(cudaStreamDestroy(s), "cudaStreamDestroy");
-    std::printf("\ncopy bandwidth %.0f GB/s; mat-vec, median of %d launches over rotating weight copies:\n", copy_gbs, reps);
+    std::printf("\ncopy bandwidth %.0f GB/s; mat-vec, median of %d launches %s:\n", copy_gbs, reps,
+                hot ? "on one weight copy (--hot: L2-resident where it fits)" : "over rotating weight copies");
     for (const auto& r : table) std::printf("%s\n", r.c_str());
     return 0;
 }
