@@ -100,6 +100,18 @@ __device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
         prev = next;
     }
 }
+// The same at a + off, a the aligned word below a 2-byte aligned offset o (o & ~3) and sh = (o & 2) * 8,
+// off a multiple of 4: several fields of one block at o share the alignment work.
+template <int N>
+__device__ __forceinline__ void ld_words_at(uint32_t a, uint32_t sh, uint32_t off, uint32_t (&w)[N]) {
+    uint32_t prev = ld32(a + off);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const uint32_t next = ld32(a + off + 4 * i + 4);
+        w[i] = __funnelshift_r(prev, next, sh);
+        prev = next;
+    }
+}
 template <int N>
 __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 4-byte aligned offset
 #pragma unroll
@@ -1572,10 +1584,11 @@ struct Staged<Type::Q6_K> : StagedBlock<Type::Q6_K> {
     __device__ static float row(const X& x, uint32_t o, int u) {
         const int n = u >> 2, v = u & 3;
         uint32_t qa[2], qb[2], qh[2], sc[2];
-        ld_words<2>(o + 64 * n + 8 * v, qa);
-        ld_words<2>(o + 64 * n + 32 + 8 * v, qb);
-        ld_words<2>(o + 128 + 32 * n + 8 * v, qh);
-        ld_words<2>(o + 192 + 8 * n, sc);
+        const uint32_t ow = o & ~3u, sh = (o & 2u) * 8u;  // the four fields' offsets are multiples of 4
+        ld_words_at<2>(ow, sh, 64 * n + 8 * v, qa);
+        ld_words_at<2>(ow, sh, 64 * n + 32 + 8 * v, qb);
+        ld_words_at<2>(ow, sh, 128 + 32 * n + 8 * v, qh);
+        ld_words_at<2>(ow, sh, 192 + 8 * n, sc);
         int a[4] = {0, 0, 0, 0}, l[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
