@@ -736,52 +736,60 @@ TEST_SUITE("quant") {
         std::mt19937 rng(seed);
         std::uniform_int_distribution<int> byte(0, 255);
         force_portable(false);
-        int tiled = 0;
+        int tiled = 0, vnni = 0;
         for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::Q6_K, Type::F32}) {
-            const VecDotTileFn tile = vec_dot_tile_fn(t);
-            if (!tile) continue;
-            ++tiled;
-            const TypeInfo& info = type_info(t);
-            const int64_t n = info.block_elems * 7;
-            const size_t wrow = row_bytes(t, n) + 40, arow = row_bytes(vec_dot_type(t), n) + 24;
-            std::vector<uint8_t> w(wrow * kTileRows), a(arow * kTileCols);
-            for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
-            for (int r = 0; r < kTileRows; ++r)
-                for (int64_t b = 0; b < n / info.block_elems; ++b)
-                    // the f16 scale fields: d (q8_0, q4_0, q5_0), d and dmin (q4_K), d at 208 (q6_K)
-                    for (int off : t == Type::Q4_K   ? std::vector<int>{0, 2}
-                                   : t == Type::Q6_K ? std::vector<int>{208}
-                                                     : std::vector<int>{0}) {
-                        const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
-                        put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes + off),
-                              static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
-                    }
-            for (int c = 0; c < kTileCols; ++c)
-                prepare_activation(t, gaussian(rng, n, 1.0f).data(), a.data() + static_cast<size_t>(c) * arow, n);
-            // The f32 block scales the q8_0-family tiles read, 3 floats apart beyond a row (NaN between).
-            std::vector<float> out(kTileCols * 5, std::nanf("")), ws, as;
-            const int64_t nb = n / 32, ss = nb + 3;
-            if (vec_dot_type(t) == Type::Q8_0) {
-                std::vector<float> packed(static_cast<size_t>(nb * kTileCols));
-                ws.assign(static_cast<size_t>(ss * kTileRows), std::nanf(""));
-                block_scales(t, w.data(), wrow, kTileRows, n, packed.data());
-                for (int r = 0; r < kTileRows; ++r) std::copy_n(packed.begin() + r * nb, nb, ws.begin() + r * ss);
-                as.assign(static_cast<size_t>(ss * kTileCols), std::nanf(""));
-                block_scales(Type::Q8_0, a.data(), arow, kTileCols, n, packed.data());
-                for (int c = 0; c < kTileCols; ++c) std::copy_n(packed.begin() + c * nb, nb, as.begin() + c * ss);
-            }
-            tile(n, w.data(), wrow, a.data(), arow, ws.empty() ? nullptr : ws.data(), as.empty() ? nullptr : as.data(), static_cast<size_t>(ss),
-                 out.data(), 5);
-            for (int c = 0; c < kTileCols; ++c)
-                for (int r = 0; r < kTileRows; ++r) {
-                    INFO(nm(t) << " row " << r << " col " << c);
-                    const float want = vec_dot(t, n, w.data() + static_cast<size_t>(r) * wrow, a.data() + static_cast<size_t>(c) * arow);
-                    CHECK(std::isfinite(want));
-                    CHECK(out[static_cast<size_t>(c) * 5 + static_cast<size_t>(r)] == want);
+            // the default tile (AVX-VNNI for the q8_0 family where the CPU has it) and the AVX2 one
+            for (bool allow_vnni : {true, false}) {
+                const VecDotTileFn tile = vec_dot_tile_fn(t, allow_vnni);
+                if (!tile) continue;
+                ++tiled;
+                if (allow_vnni && tile != vec_dot_tile_fn(t, false)) ++vnni;
+                INFO("AVX-VNNI allowed: " << allow_vnni);
+                const TypeInfo& info = type_info(t);
+                const int64_t n = info.block_elems * 7;
+                const size_t wrow = row_bytes(t, n) + 40, arow = row_bytes(vec_dot_type(t), n) + 24;
+                std::vector<uint8_t> w(wrow * kTileRows), a(arow * kTileCols);
+                for (auto& v : w) v = static_cast<uint8_t>(byte(rng));
+                for (int r = 0; r < kTileRows; ++r)
+                    for (int64_t b = 0; b < n / info.block_elems; ++b)
+                        // the f16 scale fields: d (q8_0, q4_0, q5_0), d and dmin (q4_K), d at 208 (q6_K)
+                        for (int off : t == Type::Q4_K   ? std::vector<int>{0, 2}
+                                       : t == Type::Q6_K ? std::vector<int>{208}
+                                                         : std::vector<int>{0}) {
+                            const int e = 5 + byte(rng) % 7, man = byte(rng) << 2 | (byte(rng) & 3);
+                            put16(w, static_cast<size_t>(r) * wrow + static_cast<size_t>(b * info.block_bytes + off),
+                                  static_cast<uint16_t>((byte(rng) & 1) << 15 | e << 10 | man));
+                        }
+                for (int c = 0; c < kTileCols; ++c)
+                    prepare_activation(t, gaussian(rng, n, 1.0f).data(), a.data() + static_cast<size_t>(c) * arow, n);
+                // The f32 block scales the q8_0-family tiles read, 3 floats apart beyond a row (NaN between).
+                std::vector<float> out(kTileCols * 5, std::nanf("")), ws, as;
+                const int64_t nb = n / 32, ss = nb + 3;
+                if (vec_dot_type(t) == Type::Q8_0) {
+                    std::vector<float> packed(static_cast<size_t>(nb * kTileCols));
+                    ws.assign(static_cast<size_t>(ss * kTileRows), std::nanf(""));
+                    block_scales(t, w.data(), wrow, kTileRows, n, packed.data());
+                    for (int r = 0; r < kTileRows; ++r) std::copy_n(packed.begin() + r * nb, nb, ws.begin() + r * ss);
+                    as.assign(static_cast<size_t>(ss * kTileCols), std::nanf(""));
+                    block_scales(Type::Q8_0, a.data(), arow, kTileCols, n, packed.data());
+                    for (int c = 0; c < kTileCols; ++c) std::copy_n(packed.begin() + c * nb, nb, as.begin() + c * ss);
                 }
+                tile(n, w.data(), wrow, a.data(), arow, ws.empty() ? nullptr : ws.data(), as.empty() ? nullptr : as.data(), static_cast<size_t>(ss),
+                     out.data(), 5);
+                for (int c = 0; c < kTileCols; ++c)
+                    for (int r = 0; r < kTileRows; ++r) {
+                        INFO(nm(t) << " row " << r << " col " << c);
+                        const float want = vec_dot(t, n, w.data() + static_cast<size_t>(r) * wrow, a.data() + static_cast<size_t>(c) * arow);
+                        CHECK(std::isfinite(want));
+                        CHECK(out[static_cast<size_t>(c) * 5 + static_cast<size_t>(r)] == want);
+                    }
+            }
         }
-        if (std::string(simd_level()) == "avx2") CHECK(tiled == 5);  // q8_0, q4_0, q5_0, q4_K, q6_K
+        if (std::string(simd_level()) == "avx2") CHECK(tiled == 10);  // q8_0, q4_0, q5_0, q4_K, q6_K, twice
         else CHECK(tiled == 0);
+        // q8_0, q4_0 and q5_0 by AVX-VNNI where the CPU has it
+        CHECK(vnni == (std::string(simd_level()) == "avx2" && cpu_has_avx_vnni() ? 3 : 0));
+        if (!cpu_has_avx_vnni()) MESSAGE("no AVX-VNNI on this CPU: the VNNI tiles are not tested here");
     }
 
     TEST_CASE("float weights: odd lengths and extreme halves") {

@@ -795,6 +795,20 @@ bool avx2_available() {
     return has;
 }
 
+// AVX-VNNI (the VEX-encoded vpdpbusd): CPUID leaf 7, sub-leaf 1, EAX bit 4. -DMINFER_NO_VNNI builds
+// without it (the A/B knob of docs/perf.md).
+bool avx_vnni_available() {
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(MINFER_NO_VNNI)
+    static const bool has = [] {
+        unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+        return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4)) != 0;
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+
 std::atomic<bool> g_force_portable{false};
 
 bool use_avx2() { return avx2_available() && !g_force_portable.load(std::memory_order_relaxed); }
@@ -923,7 +937,11 @@ void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, in
     }
 }
 
-VecDotTileFn vec_dot_tile_fn(Type weight) { return use_avx2() ? detail::avx2_vec_dot_tile(weight) : nullptr; }
+VecDotTileFn vec_dot_tile_fn(Type weight, bool vnni) {
+    return use_avx2() ? detail::avx2_vec_dot_tile(weight, vnni && avx_vnni_available()) : nullptr;
+}
+
+bool cpu_has_avx_vnni() { return avx_vnni_available(); }
 
 const char* simd_level() { return use_avx2() ? "avx2" : "scalar"; }
 
