@@ -792,6 +792,38 @@ TEST_SUITE("quant") {
         if (!cpu_has_avx_vnni()) MESSAGE("no AVX-VNNI on this CPU: the VNNI tiles are not tested here");
     }
 
+    TEST_CASE("block scales: the F16C conversion equals the portable one for every finite half") {
+        // Rows of 19 blocks (two groups of 8 and a tail) of each q8_0-family type, 5 rows 3 bytes further
+        // apart than a row, every finite f16 pattern (normal, subnormal, zero, infinity) as a scale.
+        force_portable(false);
+        const bool avx2 = std::string(simd_level()) == "avx2";
+        uint32_t next = 0;
+        for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0}) {
+            const int64_t n = 19 * 32, rows = 5;
+            const size_t stride = row_bytes(t, n) + 3, bytes = static_cast<size_t>(type_info(t).block_bytes);
+            for (int pass = 0; pass < 700; ++pass) {
+                std::vector<uint8_t> w(stride * rows, 0x5a);
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t b = 0; b < 19; ++b) {
+                        uint16_t h;
+                        do h = static_cast<uint16_t>(next++); while ((h & 0x7c00) == 0x7c00 && (h & 0x3ff) != 0);  // no NaN
+                        put16(w, static_cast<size_t>(r) * stride + static_cast<size_t>(b) * bytes, h);
+                    }
+                std::vector<float> got(19 * rows, std::nanf("")), want(19 * rows, std::nanf(""));
+                block_scales(t, w.data(), stride, rows, n, got.data());
+                force_portable(true);
+                block_scales(t, w.data(), stride, rows, n, want.data());
+                force_portable(false);
+                for (size_t i = 0; i < got.size(); ++i) {
+                    INFO(nm(t) << " scale " << i);
+                    REQUIRE(std::memcmp(&got[i], &want[i], 4) == 0);
+                }
+            }
+        }
+        CHECK(next >= 0x10000);  // every pattern went through
+        if (!avx2) MESSAGE("no AVX2 on this CPU: both conversions were the portable one");
+    }
+
     TEST_CASE("float weights: odd lengths and extreme halves") {
         const unsigned seed = fresh_seed();
         INFO("seed " << seed);

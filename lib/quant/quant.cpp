@@ -927,6 +927,7 @@ AxpyFn axpy_fn() {
 void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, int64_t n, float* out) {
     const size_t bytes = t == Type::Q4_0 ? sizeof(BlockQ4_0) : t == Type::Q5_0 ? sizeof(BlockQ5_0) : sizeof(BlockQ8_0);
     const int64_t nb = n / QK;
+    if (use_avx2()) return detail::avx2_block_scales()(static_cast<const uint8_t*>(rows_base), stride, rows, nb, bytes, out);
     for (int64_t r = 0; r < rows; ++r) {
         const uint8_t* row = static_cast<const uint8_t*>(rows_base) + static_cast<size_t>(r) * stride;
         for (int64_t b = 0; b < nb; ++b) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -605,6 +606,32 @@ MINFER_AVX2 void quant_q8_K_avx2(const float* x, void* dst, int64_t nb) {
 
 QuantRowFn avx2_quant_q8_K() { return quant_q8_K_avx2; }
 
+// The f16 scales at the start of each block, eight gathered into one vector and converted by F16C (exact,
+// as the software conversion; perf had the scalar loop at 7% of a q8_0 prefill).
+MINFER_AVX2 void block_scales_f16c(const uint8_t* rows_base, size_t stride, int64_t rows, int64_t nb, size_t block_bytes, float* out) {
+    auto f16_at = [&](const uint8_t* p) {
+        uint16_t d;
+        std::memcpy(&d, p, 2);
+        return d;
+    };
+    for (int64_t r = 0; r < rows; ++r) {
+        const uint8_t* row = rows_base + static_cast<size_t>(r) * stride;
+        float* o = out + r * nb;
+        int64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            const uint8_t* p = row + static_cast<size_t>(b) * block_bytes;
+            const __m128i h = _mm_setr_epi16(static_cast<short>(f16_at(p)), static_cast<short>(f16_at(p + block_bytes)),
+                                             static_cast<short>(f16_at(p + 2 * block_bytes)), static_cast<short>(f16_at(p + 3 * block_bytes)),
+                                             static_cast<short>(f16_at(p + 4 * block_bytes)), static_cast<short>(f16_at(p + 5 * block_bytes)),
+                                             static_cast<short>(f16_at(p + 6 * block_bytes)), static_cast<short>(f16_at(p + 7 * block_bytes)));
+            _mm256_storeu_ps(o + b, _mm256_cvtph_ps(h));
+        }
+        for (; b < nb; ++b) o[b] = _cvtsh_ss(f16_at(row + static_cast<size_t>(b) * block_bytes));
+    }
+}
+
+BlockScalesFn avx2_block_scales() { return block_scales_f16c; }
+
 VecDotFn avx2_vec_dot(Type weight) {
     switch (weight) {
         case Type::F32: return dot_f32;
@@ -633,6 +660,7 @@ VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type, bool) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
+BlockScalesFn avx2_block_scales() { return nullptr; }
 QuantRowFn avx2_quant_q8_K() { return nullptr; }
 }  // namespace minfer::quant::detail
 

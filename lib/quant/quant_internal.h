@@ -68,5 +68,9 @@ AxpyFn avx2_axpy();
 using QuantRowFn = void (*)(const float* x, void* dst, int64_t nb);
 QuantRowFn avx2_quant_q8_0();
 QuantRowFn avx2_quant_q8_K();
+// block_scales by F16C, 8 scales a conversion (block_bytes apart, each block starting with its f16 scale);
+// nullptr off x86.
+using BlockScalesFn = void (*)(const uint8_t* rows_base, size_t stride, int64_t rows, int64_t nb, size_t block_bytes, float* out);
+BlockScalesFn avx2_block_scales();
 
 }  // namespace minfer::quant::detail
