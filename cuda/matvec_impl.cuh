@@ -1380,7 +1380,7 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
 // The end of the CTAs of kLanes threads (1, 2 or 4 warps) that take R rows (the dp4a, staged and plain
 // kernels): each thread's acc[r] summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the
 // rows below `rows`. (A transposed warp reduction, R - 1 + 5 - log2(R) shuffles instead of 5 R, made the
-// staged kernels' tall launches 5-10% slower on the H200: docs/perf.md.)
+// staged kernels' tall launches 7-16% slower on the H200: docs/perf.md.)
 template <int R, int kLanes = 128>
 __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, int64_t r0, int64_t rows, bool accumulate) {
     static_assert(kLanes == 32 || kLanes == 64 || kLanes == 128, "CTAs of 1, 2 or 4 warps");

@@ -607,7 +607,7 @@ MINFER_AVX2 void quant_q8_K_avx2(const float* x, void* dst, int64_t nb) {
 QuantRowFn avx2_quant_q8_K() { return quant_q8_K_avx2; }
 
 // The f16 scales at the start of each block, eight gathered into one vector and converted by F16C (exact,
-// as the software conversion; perf had the scalar loop at 7% of a q8_0 prefill).
+// as the software conversion).
 MINFER_AVX2 void block_scales_f16c(const uint8_t* rows_base, size_t stride, int64_t rows, int64_t nb, size_t block_bytes, float* out) {
     auto f16_at = [&](const uint8_t* p) {
         uint16_t d;
