@@ -87,21 +87,10 @@ __device__ __forceinline__ uint4 as_uint4(int4 v) {
 }
 __device__ __forceinline__ void stf(uint32_t off, float v) { *reinterpret_cast<float*>(mv_smem + off) = v; }
 __device__ __forceinline__ float ld_f16(uint32_t off) { return f16_lo(ld16(off)); }
-// N consecutive little-endian words at a 2-byte aligned offset: N + 1 aligned loads and funnel shifts
-// (the blocks of q4_0, q5_0, q8_0, q3_K and q6_K are only 2-byte aligned). Reads one word past the end.
-template <int N>
-__device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
-    const uint32_t a = off & ~3u, sh = (off & 2u) * 8u;
-    uint32_t prev = ld32(a);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        const uint32_t next = ld32(a + 4 * i + 4);
-        w[i] = __funnelshift_r(prev, next, sh);
-        prev = next;
-    }
-}
-// The same at a + off, a the aligned word below a 2-byte aligned offset o (o & ~3) and sh = (o & 2) * 8,
-// off a multiple of 4: several fields of one block at o share the alignment work.
+// N consecutive little-endian words at a + off, a the aligned word below a 2-byte aligned offset o
+// (o & ~3) and sh = (o & 2) * 8, off a multiple of 4: N + 1 aligned loads and funnel shifts (the blocks of
+// q4_0, q5_0, q8_0, q3_K and q6_K are only 2-byte aligned); several fields of one block at o share the
+// alignment work. Reads one word past the end.
 template <int N>
 __device__ __forceinline__ void ld_words_at(uint32_t a, uint32_t sh, uint32_t off, uint32_t (&w)[N]) {
     uint32_t prev = ld32(a + off);
@@ -111,6 +100,11 @@ __device__ __forceinline__ void ld_words_at(uint32_t a, uint32_t sh, uint32_t of
         w[i] = __funnelshift_r(prev, next, sh);
         prev = next;
     }
+}
+// The same at the 2-byte aligned offset off alone.
+template <int N>
+__device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
+    ld_words_at(off & ~3u, (off & 2u) * 8u, 0, w);
 }
 template <int N>
 __device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 4-byte aligned offset
