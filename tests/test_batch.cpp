@@ -245,6 +245,9 @@ TEST_SUITE("batch") {
             while (end < t.size() && (static_cast<unsigned char>(t[end]) & 0xC0) == 0x80) ++end;
             if (at >= end) continue;
             const std::string stop = t.substr(at, end - at);
+            // Stop strings are C strings: one holding a NUL byte (a byte token's text) would be cut there,
+            // and one cut to nothing is refused by minfer_batch_add.
+            if (stop.find('\0') != std::string::npos) continue;
             const size_t first = t.find(stop);
             ++tried;
             CAPTURE(stop);
