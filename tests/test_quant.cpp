@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -736,15 +737,17 @@ TEST_SUITE("quant") {
         std::mt19937 rng(seed);
         std::uniform_int_distribution<int> byte(0, 255);
         force_portable(false);
-        int tiled = 0, vnni = 0;
+        int tiled = 0, forms = 0;
         for (Type t : {Type::Q8_0, Type::Q4_0, Type::Q5_0, Type::Q4_K, Type::Q6_K, Type::F32}) {
-            // the default tile (AVX-VNNI for the q8_0 family where the CPU has it) and the AVX2 one
-            for (bool allow_vnni : {true, false}) {
-                const VecDotTileFn tile = vec_dot_tile_fn(t, allow_vnni);
+            // every form the CPU has (AVX2; AVX-VNNI and AVX-512 VNNI for the q8_0 family where it has them)
+            std::set<const void*> seen;  // the distinct tiles
+            for (TileIsa isa : {TileIsa::avx2, TileIsa::avx_vnni, TileIsa::avx512_vnni}) {
+                const VecDotTileFn tile = vec_dot_tile_fn(t, isa);
+                CHECK((tile != nullptr) == (cpu_has(isa) && std::string(simd_level()) == "avx2" && t != Type::F32));
                 if (!tile) continue;
                 ++tiled;
-                if (allow_vnni && tile != vec_dot_tile_fn(t, false)) ++vnni;
-                INFO("AVX-VNNI allowed: " << allow_vnni);
+                if (seen.insert(reinterpret_cast<const void*>(tile)).second) ++forms;
+                INFO("tile form " << static_cast<int>(isa));
                 const TypeInfo& info = type_info(t);
                 const int64_t n = info.block_elems * 7;
                 const size_t wrow = row_bytes(t, n) + 40, arow = row_bytes(vec_dot_type(t), n) + 24;
@@ -785,11 +788,18 @@ TEST_SUITE("quant") {
                     }
             }
         }
-        if (std::string(simd_level()) == "avx2") CHECK(tiled == 10);  // q8_0, q4_0, q5_0, q4_K, q6_K, twice
+        // Distinct tiles: q4_K and q6_K one each, q8_0, q4_0 and q5_0 one per form the CPU has.
+        const int n_forms = cpu_has(TileIsa::avx2) + cpu_has(TileIsa::avx_vnni) + cpu_has(TileIsa::avx512_vnni);
+        if (std::string(simd_level()) == "avx2") CHECK(forms == 2 + 3 * n_forms);
         else CHECK(tiled == 0);
-        // q8_0, q4_0 and q5_0 by AVX-VNNI where the CPU has it
-        CHECK(vnni == (std::string(simd_level()) == "avx2" && cpu_has_avx_vnni() ? 3 : 0));
-        if (!cpu_has_avx_vnni()) MESSAGE("no AVX-VNNI on this CPU: the VNNI tiles are not tested here");
+        if (!cpu_has(TileIsa::avx_vnni)) MESSAGE("no AVX-VNNI on this CPU: the AVX-VNNI tiles are not tested here");
+        if (!cpu_has(TileIsa::avx512_vnni)) MESSAGE("no AVX-512 VNNI on this CPU: the 512-bit tiles are not tested here");
+        // The fastest form is the default.
+        if (std::string(simd_level()) == "avx2") {
+            const TileIsa best = cpu_has(TileIsa::avx512_vnni) ? TileIsa::avx512_vnni : cpu_has(TileIsa::avx_vnni) ? TileIsa::avx_vnni : TileIsa::avx2;
+            const bool fastest = vec_dot_tile_fn(Type::Q8_0) == vec_dot_tile_fn(Type::Q8_0, best);
+            CHECK(fastest);
+        }
     }
 
     TEST_CASE("block scales: the F16C conversion equals the portable one for every finite half") {

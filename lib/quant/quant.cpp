@@ -809,6 +809,21 @@ bool avx_vnni_available() {
 #endif
 }
 
+// AVX-512 F, BW, VL, DQ and VNNI, with the OS saving the 512-bit state (__builtin_cpu_supports counts
+// an AVX-512 feature only then). -DMINFER_NO_AVX512 builds without it (the A/B knob of docs/perf.md).
+bool avx512_vnni_available() {
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(MINFER_NO_AVX512)
+    static const bool has = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+    }();
+    return has;
+#else
+    return false;
+#endif
+}
+
 std::atomic<bool> g_force_portable{false};
 
 bool use_avx2() { return avx2_available() && !g_force_portable.load(std::memory_order_relaxed); }
@@ -938,11 +953,23 @@ void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, in
     }
 }
 
-VecDotTileFn vec_dot_tile_fn(Type weight, bool vnni) {
-    return use_avx2() ? detail::avx2_vec_dot_tile(weight, vnni && avx_vnni_available()) : nullptr;
+bool cpu_has(TileIsa isa) {
+    switch (isa) {
+        case TileIsa::avx512_vnni: return avx2_available() && avx512_vnni_available();
+        case TileIsa::avx_vnni: return avx2_available() && avx_vnni_available();
+        default: return avx2_available();
+    }
 }
 
-bool cpu_has_avx_vnni() { return avx_vnni_available(); }
+VecDotTileFn vec_dot_tile_fn(Type weight, TileIsa isa) {
+    return use_avx2() && cpu_has(isa) ? detail::avx2_vec_dot_tile(weight, isa) : nullptr;
+}
+
+VecDotTileFn vec_dot_tile_fn(Type weight) {
+    for (TileIsa isa : {TileIsa::avx512_vnni, TileIsa::avx_vnni})
+        if (cpu_has(isa)) return vec_dot_tile_fn(weight, isa);
+    return vec_dot_tile_fn(weight, TileIsa::avx2);
+}
 
 const char* simd_level() { return use_avx2() ? "avx2" : "scalar"; }
 

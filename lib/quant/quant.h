@@ -45,10 +45,13 @@ inline float vec_dot(Type weight, int64_t n, const void* w, const void* a) { ret
 inline constexpr int kTileRows = 2, kTileCols = 4;
 using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float* w_scale,
                               const float* a_scale, size_t s_stride, float* out, size_t out_stride);
-// vnni = false: the AVX2 form even where the CPU has AVX-VNNI (the q8_0-family tiles take it by default
-// there; the same bits either way).
-VecDotTileFn vec_dot_tile_fn(Type weight, bool vnni = true);
-bool cpu_has_avx_vnni();
+// The forms of the q8_0-family tiles, each giving the same bits: 256-bit AVX2 (maddubs + madd), 256-bit
+// AVX-VNNI (vpdpbusd), and AVX-512 VNNI (two weight rows per 512-bit register). The K-quant tiles have one.
+enum class TileIsa { avx2, avx_vnni, avx512_vnni };
+VecDotTileFn vec_dot_tile_fn(Type weight);  // the fastest form this CPU has
+// That form; null where the CPU lacks it (or the active implementation has no tile for the type).
+VecDotTileFn vec_dot_tile_fn(Type weight, TileIsa isa);
+bool cpu_has(TileIsa isa);
 
 // The f16 block scales of `rows` rows of n elements (stride bytes apart) of type t, one of q4_0, q5_0 and
 // q8_0 (each block starts with its scale; prepared Q8_0 activations too), as f32: out[r * (n / 32) + b].

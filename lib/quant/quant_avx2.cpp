@@ -20,6 +20,8 @@
 // instantiation uses it (its intrinsic is the only VNNI instruction in this file; the others' code has
 // none: `objdump -d` of the object shows vpdpbusd in the kVnni tiles alone).
 #define MINFER_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+// The 512-bit q8_0-family tiles (tile_q8_512) alone carry this one.
+#define MINFER_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 namespace minfer::quant::detail {
 namespace {
@@ -452,6 +454,53 @@ MINFER_AVX2_VNNI void tile_q8(int64_t n, const void* w, size_t w_stride, const v
         for (int r = 0; r < 2; ++r) out[static_cast<size_t>(t) * out_stride + static_cast<size_t>(r)] = hsum(acc[r][t]);
 }
 
+// AVX-512 VNNI (CPUs with 512-bit vpdpbusd): both weight rows in one 512-bit register, row 0's block in
+// the low eight int32 lanes and row 1's in the high eight, against the token's block broadcast to both
+// halves. Each token then costs one sign flip (a masked subtract), one vpdpbusd, one conversion, one
+// scale multiply and one FMA for 64 products, where the 256-bit tiles spend those five on 32. Each half
+// of an accumulator holds one (row, token) pair's eight lanes, summed in dot_q8_0's order and reduced by
+// the same hsum, so the results keep vec_dot's bits.
+// GCC 12's AVX-512 headers set "undefined" registers from themselves, which -Wuninitialized reports at
+// every use (GCC bug 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+template <class D>
+MINFER_AVX512_VNNI void tile_q8_512(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float* w_scale,
+                                    const float* a_scale, size_t s_stride, float* out, size_t out_stride) {
+    using B = typename D::Block;
+    const B* x0 = static_cast<const B*>(w);
+    const B* x1 = reinterpret_cast<const B*>(static_cast<const uint8_t*>(w) + w_stride);
+    const float* xs0 = w_scale;
+    const float* xs1 = w_scale + s_stride;
+    const BlockQ8_0* y[4];
+    const float* ys[4];
+    for (int t = 0; t < 4; ++t) {
+        y[t] = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(a) + t * a_stride);
+        ys[t] = a_scale + static_cast<size_t>(t) * s_stride;
+    }
+    __m512 acc[4];
+    for (int t = 0; t < 4; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / QK; ++b) {
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(D::codes(x0[b])), D::codes(x1[b]), 1);
+        const __m512i ax = _mm512_abs_epi8(q);
+        const __mmask64 neg = _mm512_movepi8_mask(q);  // the token's codes flip sign where the weight's is negative
+        const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_broadcast_ss(xs0 + b)), _mm256_broadcast_ss(xs1 + b), 1);
+        for (int t = 0; t < 4; ++t) {
+            const __m512i yb = _mm512_broadcast_i64x4(load32(y[t][b].qs));
+            const __m512i sy = _mm512_mask_sub_epi8(yb, neg, _mm512_setzero_si512(), yb);
+            const __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ax, sy);
+            const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(ys[t][b]));  // = half(x.d) * half(y.d) in each half
+            acc[t] = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(p), acc[t]);
+        }
+    }
+    for (int t = 0; t < 4; ++t) {
+        out[static_cast<size_t>(t) * out_stride] = hsum(_mm512_castps512_ps256(acc[t]));
+        out[static_cast<size_t>(t) * out_stride + 1] = hsum(_mm512_extractf32x8_ps(acc[t], 1));
+    }
+}
+#pragma GCC diagnostic pop
+
 // q4_K: one weight row against four tokens at a time (the codes and scales of a super-block decoded once
 // for the four; two rows would not fit the 16 vector registers), each pair summed exactly as dot_q4_K sums
 // it: k4_block's order within a super-block, the same two accumulators, the same final difference.
@@ -527,13 +576,23 @@ MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a
 
 AxpyFn avx2_axpy() { return axpy_f32; }
 
-VecDotTileFn avx2_vec_dot_tile(Type weight, bool vnni) {
+// The q8_0 family's tile in the asked form.
+template <class D>
+VecDotTileFn tile_q8_of(TileIsa isa) {
+    switch (isa) {
+        case TileIsa::avx512_vnni: return tile_q8_512<D>;
+        case TileIsa::avx_vnni: return tile_q8<D, true>;
+        default: return tile_q8<D, false>;
+    }
+}
+
+VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa) {
     switch (weight) {
         case Type::Q4_K: return tile_k<BlockQ4_K, tile_q4_K_row>;
         case Type::Q6_K: return tile_k<BlockQ6_K, q6_K_rows<4>>;
-        case Type::Q8_0: return vnni ? tile_q8<DecodeQ8_0, true> : tile_q8<DecodeQ8_0, false>;
-        case Type::Q4_0: return vnni ? tile_q8<DecodeQ4_0, true> : tile_q8<DecodeQ4_0, false>;
-        case Type::Q5_0: return vnni ? tile_q8<DecodeQ5_0, true> : tile_q8<DecodeQ5_0, false>;
+        case Type::Q8_0: return tile_q8_of<DecodeQ8_0>(isa);
+        case Type::Q4_0: return tile_q8_of<DecodeQ4_0>(isa);
+        case Type::Q5_0: return tile_q8_of<DecodeQ5_0>(isa);
         default: return nullptr;
     }
 }
@@ -657,7 +716,7 @@ VecDotFn avx2_vec_dot(Type weight) {
 
 namespace minfer::quant::detail {
 VecDotFn avx2_vec_dot(Type) { return nullptr; }
-VecDotTileFn avx2_vec_dot_tile(Type, bool) { return nullptr; }
+VecDotTileFn avx2_vec_dot_tile(Type, TileIsa) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
 BlockScalesFn avx2_block_scales() { return nullptr; }

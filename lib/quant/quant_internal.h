@@ -60,8 +60,8 @@ inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
 // The AVX2+FMA+F16C dot product for a weight type, or nullptr where there is none (non-x86 builds).
 // Callers must check the CPU first.
 VecDotFn avx2_vec_dot(Type weight);
-// vnni: the q8_0-family tiles by AVX-VNNI (callers check the CPU for it too).
-VecDotTileFn avx2_vec_dot_tile(Type weight, bool vnni);
+// isa: the form of the q8_0-family tiles (callers check the CPU for it too); the K-quants have one form.
+VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa);
 AxpyFn avx2_axpy();
 // The AVX2 quantizers of q8_0 and q8_K activation rows (nb blocks), byte for byte quantize_row's; nullptr
 // off x86.
