@@ -236,6 +236,19 @@ std::shared_ptr<Storage> adopt(void* p, uint64_t size) {
     }
 }
 
+// Asks for 2 MiB pages (transparent huge pages; the kernel's "madvise" mode gives them only on request):
+// the CPU backend streams every weight row once per matmul, and on 4 KiB pages each page's first read
+// missed the TLB and stopped the hardware prefetcher. For the file mapping the page cache's read-ahead
+// then fills large folios that map whole, where the file system has them (ext4 on Linux 6.18: 488 of
+// 504 MiB of a q8_0 file read fresh, 374 without the advice). Advice only: nothing fails without it.
+void huge_pages(void* p, uint64_t size) {
+#ifdef MADV_HUGEPAGE
+    madvise(p, static_cast<size_t>(size), MADV_HUGEPAGE);
+#else
+    (void)p, (void)size;
+#endif
+}
+
 }  // namespace
 
 std::shared_ptr<Storage> load_file(const std::string& path, bool copy) {
@@ -264,6 +277,7 @@ std::shared_ptr<Storage> load_file(const std::string& path, bool copy) {
     if (!copy) {
         void* p = mmap(nullptr, static_cast<size_t>(size), PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) fail(MINFER_ERR_IO, "cannot map '%s': %s", path.c_str(), std::strerror(errno));
+        huge_pages(p, size);
         return adopt(p, size);
     }
     // A private anonymous mapping: page-aligned like the file mapping, and zero pages are not written
@@ -272,6 +286,7 @@ std::shared_ptr<Storage> load_file(const std::string& path, bool copy) {
     if (p == MAP_FAILED)
         fail(MINFER_ERR_OUT_OF_MEMORY, "cannot allocate %" PRIu64 " bytes to copy '%s' into: %s", size, path.c_str(), std::strerror(errno));
     auto storage = adopt(p, size);  // unmaps on a failed read
+    huge_pages(p, size);
     read_all(fd, path, static_cast<uint8_t*>(p), size);
     if (mprotect(p, static_cast<size_t>(size), PROT_READ) != 0)
         fail(MINFER_ERR_IO, "cannot make the copy of '%s' read-only: %s", path.c_str(), std::strerror(errno));
