@@ -188,12 +188,30 @@ public:
         // Several tokens: all heads of a KV group per task; one token: a head per task (the parallelism).
         constexpr int kMaxGroup = 64;
         const int heads = n > 1 && group <= kMaxGroup ? group : 1;
+        // AVX-512 (head size a multiple of 16): each head in turn, its scores and weighted sum a page of
+        // rows (kKvPage consecutive rows) per call, the output held in registers across the page, the
+        // softmax's exponentials 16 at a time.
+        const quant::AttnKernels ak = quant::attn_kernels(hd);
         pool_->parallel_for(int64_t{n} * (n_head / heads), [&](int64_t task, int thread) {
             const int t = static_cast<int>(task / (n_head / heads)), h0 = static_cast<int>(task % (n_head / heads)) * heads;
             const int kvh = h0 / group, last = pos0 + t;  // attends to positions 0 .. last
             const size_t kv_off = static_cast<size_t>(kvh) * hd;
             const float* qv = q.data + t * q_dim + static_cast<size_t>(h0) * hd;  // head h0 + i at qv + i * hd
             float* sc = scores_.data() + static_cast<size_t>(thread) * static_cast<size_t>(group) * n_ctx_;  // head i's at sc + i * n_ctx_
+            if (ak.scores) {
+                for (int i = 0; i < heads; ++i) {
+                    float* si = sc + static_cast<size_t>(i) * n_ctx_;
+                    for (int j0 = 0; j0 <= last; j0 += engine::kKvPage)
+                        ak.scores(hd, qv + static_cast<size_t>(i) * hd, krow(j0) + kv_off, kv_dim_, std::min(engine::kKvPage, last + 1 - j0),
+                                  scale, si + j0);
+                    const float inv = ak.softmax(si, last + 1);
+                    float* o = out.data + t * q_dim + static_cast<size_t>(h0 + i) * hd;
+                    std::fill(o, o + hd, 0.0f);
+                    for (int j0 = 0; j0 <= last; j0 += engine::kKvPage)
+                        ak.weighted_sum(hd, si + j0, inv, vrow(j0) + kv_off, kv_dim_, std::min(engine::kKvPage, last + 1 - j0), o);
+                }
+                return;
+            }
             float mx[kMaxGroup];
             for (int i = 0; i < heads; ++i) mx[i] = -std::numeric_limits<float>::infinity();
             for (int j = 0; j <= last; ++j) {

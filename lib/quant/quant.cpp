@@ -961,6 +961,10 @@ bool cpu_has(TileIsa isa) {
     }
 }
 
+AttnKernels attn_kernels(int hd) {
+    return use_avx2() && cpu_has(TileIsa::avx512_vnni) && hd > 0 && hd % 16 == 0 ? detail::avx512_attn() : AttnKernels{};
+}
+
 VecDotTileFn vec_dot_tile_fn(Type weight, TileIsa isa) {
     return use_avx2() && cpu_has(isa) ? detail::avx2_vec_dot_tile(weight, isa) : nullptr;
 }

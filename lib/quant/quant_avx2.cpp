@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "quant/blocks.h"
 #include "quant/f16.h"
@@ -515,6 +516,105 @@ MINFER_AVX512_VNNI void tile_q8_512(int64_t n, const void* w, size_t w_stride, c
 }
 #pragma GCC diagnostic pop
 
+// ---- attention over f32 K/V rows, AVX-512 -------------------------------------------------------------
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// Scores of four keys at a time, each its own chain of hd / 16 FMAs (independent chains hide the FMA
+// latency), reduced by _mm512_reduce_add_ps.
+MINFER_AVX512_VNNI void attn_scores_512(int hd, const float* q, const float* k, size_t k_stride, int count, float scale, float* out) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float* k0 = k + static_cast<size_t>(j) * k_stride;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; d += 16) {
+            const __m512 qv = _mm512_loadu_ps(q + d);
+            a0 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + d), a0);
+            a1 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + k_stride + d), a1);
+            a2 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 2 * k_stride + d), a2);
+            a3 = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k0 + 3 * k_stride + d), a3);
+        }
+        out[j] = _mm512_reduce_add_ps(a0) * scale;
+        out[j + 1] = _mm512_reduce_add_ps(a1) * scale;
+        out[j + 2] = _mm512_reduce_add_ps(a2) * scale;
+        out[j + 3] = _mm512_reduce_add_ps(a3) * scale;
+    }
+    for (; j < count; ++j) {
+        const float* kj = k + static_cast<size_t>(j) * k_stride;
+        __m512 a = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d += 16) a = _mm512_fmadd_ps(_mm512_loadu_ps(q + d), _mm512_loadu_ps(kj + d), a);
+        out[j] = _mm512_reduce_add_ps(a) * scale;
+    }
+}
+
+// e^x for 16 lanes: x = n ln2 + r (n rounded, ln2 in two parts), e^r by its Taylor series to r^6 (|r| <=
+// ln2 / 2: the first term left out is below 1.3e-7 relative), times 2^n by vscalefps (which underflows to
+// 0 and keeps a NaN). x is clamped at -104 (e^-104 is below the smallest float), so -inf gives 0.
+MINFER_AVX512_VNNI inline __m512 exp_512(__m512 x) {
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);  // a NaN x stays (max returns its second operand then)
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);  // ln2's high part: 12 bits, n r exact
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+// s[j] = e^(s[j] - max) for j < len (a NaN score is left out of the max, as std::max leaves it); returns
+// 1 / (their sum, accumulated in double).
+MINFER_AVX512_VNNI float attn_softmax_512(float* s, int len) {
+    __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    int j = 0;
+    for (; j + 16 <= len; j += 16) m = _mm512_max_ps(_mm512_loadu_ps(s + j), m);  // a NaN lane keeps m's
+    const __mmask16 tail = static_cast<__mmask16>((1u << (len - j)) - 1);
+    if (tail) m = _mm512_mask_max_ps(m, tail, _mm512_maskz_loadu_ps(tail, s + j), m);
+    const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+    __m512d sum0 = _mm512_setzero_pd(), sum1 = sum0;
+    for (j = 0; j + 16 <= len; j += 16) {
+        const __m512 e = exp_512(_mm512_sub_ps(_mm512_loadu_ps(s + j), mx));
+        _mm512_storeu_ps(s + j, e);
+        sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    if (tail) {
+        const __m512 e = _mm512_maskz_mov_ps(tail, exp_512(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, s + j), mx)));
+        _mm512_mask_storeu_ps(s + j, tail, e);
+        sum0 = _mm512_add_pd(sum0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+        sum1 = _mm512_add_pd(sum1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+    }
+    return static_cast<float>(1.0 / _mm512_reduce_add_pd(_mm512_add_pd(sum0, sum1)));
+}
+
+// o[d] += sum over j of (p[j] * scale) v_j[d], one FMA per j in order of j (axpy's operations), with 64
+// of o's values in four registers for the whole run of rows.
+MINFER_AVX512_VNNI void attn_weighted_sum_512(int hd, const float* p, float scale, const float* v, size_t v_stride, int count, float* o) {
+    for (int d0 = 0; d0 < hd; d0 += 64) {
+        const int nv = std::min(4, (hd - d0) / 16);
+        __m512 o0 = _mm512_loadu_ps(o + d0);
+        __m512 o1 = nv > 1 ? _mm512_loadu_ps(o + d0 + 16) : o0, o2 = nv > 2 ? _mm512_loadu_ps(o + d0 + 32) : o0,
+               o3 = nv > 3 ? _mm512_loadu_ps(o + d0 + 48) : o0;
+        const float* vj = v + d0;
+        for (int j = 0; j < count; ++j, vj += v_stride) {
+            const __m512 a = _mm512_set1_ps(p[j] * scale);
+            o0 = _mm512_fmadd_ps(a, _mm512_loadu_ps(vj), o0);
+            if (nv > 1) o1 = _mm512_fmadd_ps(a, _mm512_loadu_ps(vj + 16), o1);
+            if (nv > 2) o2 = _mm512_fmadd_ps(a, _mm512_loadu_ps(vj + 32), o2);
+            if (nv > 3) o3 = _mm512_fmadd_ps(a, _mm512_loadu_ps(vj + 48), o3);
+        }
+        _mm512_storeu_ps(o + d0, o0);
+        if (nv > 1) _mm512_storeu_ps(o + d0 + 16, o1);
+        if (nv > 2) _mm512_storeu_ps(o + d0 + 32, o2);
+        if (nv > 3) _mm512_storeu_ps(o + d0 + 48, o3);
+    }
+}
+#pragma GCC diagnostic pop
+
 // q4_K: one weight row against four tokens at a time (the codes and scales of a super-block decoded once
 // for the four; two rows would not fit the 16 vector registers), each pair summed exactly as dot_q4_K sums
 // it: k4_block's order within a super-block, the same two accumulators, the same final difference.
@@ -589,6 +689,8 @@ MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a
 }  // namespace
 
 AxpyFn avx2_axpy() { return axpy_f32; }
+
+AttnKernels avx512_attn() { return {attn_scores_512, attn_softmax_512, attn_weighted_sum_512}; }
 
 // The q8_0 family's tile in the asked form.
 template <class D>
@@ -732,6 +834,7 @@ namespace minfer::quant::detail {
 VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type, TileIsa) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
+AttnKernels avx512_attn() { return {}; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
 BlockScalesFn avx2_block_scales() { return nullptr; }
 QuantRowFn avx2_quant_q8_K() { return nullptr; }
