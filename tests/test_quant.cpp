@@ -836,78 +836,86 @@ TEST_SUITE("quant") {
         if (!avx2) MESSAGE("no AVX2 on this CPU: both conversions were the portable one");
     }
 
-    TEST_CASE("attention kernels (AVX-512): scores and softmax against float64, the weighted sum FMA for FMA") {
-        // Head sizes 16 to 256 (up to four registers of output and a second pass), 1 to 16 rows 7 floats
-        // apart beyond a head, scores spread over 60 (exponents far below the max), outputs fenced.
+    TEST_CASE("attention kernels (AVX-512, AVX2): scores and softmax against float64, the weighted sum FMA for FMA") {
+        // Head sizes 8 to 256 (up to a full set of output registers and a second pass), 1 to 16 rows 7
+        // floats apart beyond a head, scores spread over 60 (exponents far below the max), outputs fenced;
+        // the AVX-512 form (multiples of 16) and the AVX2 one.
         force_portable(false);
-        const AttnKernels ak = attn_kernels(64);
-        if (!ak.scores) {
-            MESSAGE("no AVX-512 on this CPU: the attention kernels are not tested here");
-            return;
-        }
-        const bool generic = attn_kernels(72).scores == nullptr;  // not a multiple of 16: the caller's generic path
-        CHECK(generic);
         const unsigned seed = fresh_seed();
         INFO("seed " << seed);
         std::mt19937 rng(seed);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        for (int hd : {16, 48, 64, 80, 128, 256}) {
-            for (int count = 1; count <= 16; ++count) {
-                INFO("hd " << hd << " rows " << count);
-                const size_t stride = static_cast<size_t>(hd) + 7;
-                std::vector<float> q(static_cast<size_t>(hd)), k(stride * count), v(stride * count);
-                for (auto& x : q) x = u(rng);
-                for (auto& x : k) x = u(rng);
-                for (auto& x : v) x = u(rng);
-                const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-                std::vector<float> s(static_cast<size_t>(count) + 1, std::nanf(""));
-                ak.scores(hd, q.data(), k.data(), stride, count, scale, s.data());
-                CHECK(std::isnan(s[static_cast<size_t>(count)]));  // nothing written past count
-                for (int j = 0; j < count; ++j) {
-                    double exact = 0, l1 = 0;
-                    for (int d = 0; d < hd; ++d) {
-                        exact += double{q[static_cast<size_t>(d)]} * k[static_cast<size_t>(j) * stride + static_cast<size_t>(d)];
-                        l1 += std::fabs(double{q[static_cast<size_t>(d)]} * k[static_cast<size_t>(j) * stride + static_cast<size_t>(d)]);
+        int forms = 0;
+        for (bool allow_512 : {true, false}) {
+            INFO("AVX-512 allowed: " << allow_512);
+            if (!attn_kernels(64, allow_512).scores) continue;
+            ++forms;
+            const bool generic = attn_kernels(12, allow_512).scores == nullptr;  // not a multiple of 8: the caller's generic path
+            CHECK(generic);
+            for (int hd : {8, 16, 24, 48, 64, 80, 128, 136, 256}) {
+                const AttnKernels ak = attn_kernels(hd, allow_512);
+                if (!ak.scores) continue;  // AVX-512: multiples of 16 only
+                for (int count = 1; count <= 16; ++count) {
+                    INFO("hd " << hd << " rows " << count);
+                    const size_t stride = static_cast<size_t>(hd) + 7;
+                    std::vector<float> q(static_cast<size_t>(hd)), k(stride * count), v(stride * count);
+                    for (auto& x : q) x = u(rng);
+                    for (auto& x : k) x = u(rng);
+                    for (auto& x : v) x = u(rng);
+                    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+                    std::vector<float> s(static_cast<size_t>(count) + 1, std::nanf(""));
+                    ak.scores(hd, q.data(), k.data(), stride, count, scale, s.data());
+                    CHECK(std::isnan(s[static_cast<size_t>(count)]));  // nothing written past count
+                    for (int j = 0; j < count; ++j) {
+                        double exact = 0, l1 = 0;
+                        for (int d = 0; d < hd; ++d) {
+                            exact += double{q[static_cast<size_t>(d)]} * k[static_cast<size_t>(j) * stride + static_cast<size_t>(d)];
+                            l1 += std::fabs(double{q[static_cast<size_t>(d)]} * k[static_cast<size_t>(j) * stride + static_cast<size_t>(d)]);
+                        }
+                        CHECK(std::fabs(s[static_cast<size_t>(j)] - exact * scale) <= 1e-6 * l1 * scale);
                     }
-                    CHECK(std::fabs(s[static_cast<size_t>(j)] - exact * scale) <= 1e-6 * l1 * scale);
+                    // Softmax of scores spread over 60: e^(s - max) within 1e-6 relative of e^ of the float difference, 1 / sum
+                    // as summed.
+                    std::vector<float> sm(static_cast<size_t>(count) + 1, std::nanf(""));
+                    for (int j = 0; j < count; ++j) sm[static_cast<size_t>(j)] = 30.0f * u(rng);
+                    const std::vector<float> before = sm;
+                    const float mx = *std::max_element(before.begin(), before.begin() + count);
+                    const float inv = ak.softmax(sm.data(), count);
+                    double sum = 0;
+                    for (int j = 0; j < count; ++j) {
+                        const float arg = before[static_cast<size_t>(j)] - mx;  // rounded to float, as the generic path's std::exp gets it
+                        const double want = std::exp(double{arg});
+                        CHECK(std::fabs(sm[static_cast<size_t>(j)] - want) <= 1e-6 * want + 1e-38);
+                        sum += sm[static_cast<size_t>(j)];
+                    }
+                    CHECK(std::isnan(sm[static_cast<size_t>(count)]));
+                    CHECK(std::fabs(inv - 1.0 / sum) <= 1e-7 / sum);
+                    // The weighted sum: the same FMAs as axpy row by row, so the same bits.
+                    std::vector<float> o(static_cast<size_t>(hd) + 1, std::nanf("")), want(static_cast<size_t>(hd));
+                    for (int d = 0; d < hd; ++d) o[static_cast<size_t>(d)] = want[static_cast<size_t>(d)] = u(rng);
+                    ak.weighted_sum(hd, sm.data(), inv, v.data(), stride, count, o.data());
+                    for (int j = 0; j < count; ++j)
+                        for (int d = 0; d < hd; ++d)
+                            want[static_cast<size_t>(d)] = std::fma(sm[static_cast<size_t>(j)] * inv, v[static_cast<size_t>(j) * stride + static_cast<size_t>(d)],
+                                                                    want[static_cast<size_t>(d)]);
+                    CHECK(std::memcmp(o.data(), want.data(), want.size() * sizeof(float)) == 0);
+                    CHECK(std::isnan(o[static_cast<size_t>(hd)]));
                 }
-                // Softmax of scores spread over 60: e^(s - max) within 1e-6 relative of e^ of the float difference, 1 / sum
-                // as summed.
-                std::vector<float> sm(static_cast<size_t>(count) + 1, std::nanf(""));
-                for (int j = 0; j < count; ++j) sm[static_cast<size_t>(j)] = 30.0f * u(rng);
-                const std::vector<float> before = sm;
-                const float mx = *std::max_element(before.begin(), before.begin() + count);
-                const float inv = ak.softmax(sm.data(), count);
-                double sum = 0;
-                for (int j = 0; j < count; ++j) {
-                    const float arg = before[static_cast<size_t>(j)] - mx;  // rounded to float, as the generic path's std::exp gets it
-                    const double want = std::exp(double{arg});
-                    CHECK(std::fabs(sm[static_cast<size_t>(j)] - want) <= 1e-6 * want + 1e-38);
-                    sum += sm[static_cast<size_t>(j)];
-                }
-                CHECK(std::isnan(sm[static_cast<size_t>(count)]));
-                CHECK(std::fabs(inv - 1.0 / sum) <= 1e-7 / sum);
-                // The weighted sum: the same FMAs as axpy row by row, so the same bits.
-                std::vector<float> o(static_cast<size_t>(hd) + 1, std::nanf("")), want(static_cast<size_t>(hd));
-                for (int d = 0; d < hd; ++d) o[static_cast<size_t>(d)] = want[static_cast<size_t>(d)] = u(rng);
-                ak.weighted_sum(hd, sm.data(), inv, v.data(), stride, count, o.data());
-                for (int j = 0; j < count; ++j)
-                    for (int d = 0; d < hd; ++d)
-                        want[static_cast<size_t>(d)] = std::fma(sm[static_cast<size_t>(j)] * inv, v[static_cast<size_t>(j) * stride + static_cast<size_t>(d)],
-                                                                want[static_cast<size_t>(d)]);
-                CHECK(std::memcmp(o.data(), want.data(), want.size() * sizeof(float)) == 0);
-                CHECK(std::isnan(o[static_cast<size_t>(hd)]));
             }
+            const AttnKernels ak = attn_kernels(64, allow_512);
+            // A NaN score is no number's max and makes every output NaN (as std::exp's path does), never a finite answer.
+            std::vector<float> sn = {1.0f, std::nanf(""), 2.0f};
+            CHECK(std::isnan(ak.softmax(sn.data(), 3)));
+            // Far below the max: 0 (e^-200, e^-inf), not a stray tiny number; the max itself 1.
+            std::vector<float> far = {0.0f, -200.0f, -std::numeric_limits<float>::infinity()};
+            CHECK(ak.softmax(far.data(), 3) == 1.0f);
+            CHECK(far[0] == 1.0f);
+            CHECK(far[1] == 0.0f);
+            CHECK(far[2] == 0.0f);
         }
-        // A NaN score is no number's max and makes every output NaN (as std::exp's path does), never a finite answer.
-        std::vector<float> sn = {1.0f, std::nanf(""), 2.0f};
-        CHECK(std::isnan(ak.softmax(sn.data(), 3)));
-        // Far below the max: 0 (e^-104 and less), not a stray tiny number; the max itself 1.
-        std::vector<float> far = {0.0f, -200.0f, -std::numeric_limits<float>::infinity()};
-        CHECK(ak.softmax(far.data(), 3) == 1.0f);
-        CHECK(far[0] == 1.0f);
-        CHECK(far[1] == 0.0f);
-        CHECK(far[2] == 0.0f);
+        const bool has512 = attn_kernels(64).scores != attn_kernels(64, false).scores;
+        CHECK(forms == (std::string(simd_level()) == "avx2" ? 1 + has512 : 0));
+        if (!has512) MESSAGE("no AVX-512 on this CPU: the AVX-512 attention kernels are not tested here");
     }
 
     TEST_CASE("float weights: odd lengths and extreme halves") {

@@ -188,9 +188,9 @@ public:
         // Several tokens: all heads of a KV group per task; one token: a head per task (the parallelism).
         constexpr int kMaxGroup = 64;
         const int heads = n > 1 && group <= kMaxGroup ? group : 1;
-        // AVX-512 (head size a multiple of 16): each head in turn, its scores and weighted sum a page of
-        // rows (kKvPage consecutive rows) per call, the output held in registers across the page, the
-        // softmax's exponentials 16 at a time.
+        // AVX-512 or AVX2 (head size a multiple of 16 or 8): each head in turn, its scores and weighted sum
+        // a page of rows (kKvPage consecutive rows) per call, the output held in registers across the page,
+        // the softmax's exponentials a vector at a time.
         const quant::AttnKernels ak = quant::attn_kernels(hd);
         pool_->parallel_for(int64_t{n} * (n_head / heads), [&](int64_t task, int thread) {
             const int t = static_cast<int>(task / (n_head / heads)), h0 = static_cast<int>(task % (n_head / heads)) * heads;

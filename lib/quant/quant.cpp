@@ -961,8 +961,10 @@ bool cpu_has(TileIsa isa) {
     }
 }
 
-AttnKernels attn_kernels(int hd) {
-    return use_avx2() && cpu_has(TileIsa::avx512_vnni) && hd > 0 && hd % 16 == 0 ? detail::avx512_attn() : AttnKernels{};
+AttnKernels attn_kernels(int hd, bool allow_512) {
+    if (!use_avx2() || hd <= 0) return {};
+    if (allow_512 && cpu_has(TileIsa::avx512_vnni) && hd % 16 == 0) return detail::avx512_attn();
+    return hd % 8 == 0 ? detail::avx2_attn() : AttnKernels{};
 }
 
 VecDotTileFn vec_dot_tile_fn(Type weight, TileIsa isa) {

@@ -62,18 +62,19 @@ void block_scales(Type t, const void* rows_base, size_t stride, int64_t rows, in
 using AxpyFn = void (*)(int64_t n, float a, const float* x, float* y);
 AxpyFn axpy_fn();
 
-// Attention over f32 K/V rows (the CPU backend's cache) for one query head, by AVX-512. scores: out[j] =
-// scale * dot(q, k + j * k_stride) for j < count. softmax: s[j] = e^(s[j] - max) for j < len (a NaN
-// score left out of the max), returning 1 / their sum (summed in double). weighted_sum: o[d] += (p[j] *
-// scale) * v[j * v_stride + d] for j < count in order of j, one FMA each (axpy's operations), d < hd.
+// Attention over f32 K/V rows (the CPU backend's cache) for one query head. scores: out[j] = scale *
+// dot(q, k + j * k_stride) for j < count. softmax: s[j] = e^(s[j] - max) for j < len (a NaN score left
+// out of the max; e^ within 1e-6 relative, or below 1e-38), returning 1 / their sum (summed in double).
+// weighted_sum: o[d] += (p[j] * scale) * v[j * v_stride + d] for j < count in order of j, one FMA each
+// (axpy's operations), d < hd.
 struct AttnKernels {
     void (*scores)(int hd, const float* q, const float* k, size_t k_stride, int count, float scale, float* out);
     float (*softmax)(float* s, int len);
     void (*weighted_sum)(int hd, const float* p, float scale, const float* v, size_t v_stride, int count, float* o);
 };
-// The kernels for head size hd where the CPU has AVX-512 and hd is a multiple of 16; else all null (the
-// caller uses vec_dot_fn(F32), std::exp and axpy_fn).
-AttnKernels attn_kernels(int hd);
+// The kernels for head size hd: AVX-512 where the CPU has it and hd is a multiple of 16 (allow_512), else
+// AVX2 where hd is a multiple of 8; else all null (the caller uses vec_dot_fn(F32), std::exp and axpy_fn).
+AttnKernels attn_kernels(int hd, bool allow_512 = true);
 
 // "avx2" or "scalar". force_portable(true) makes vec_dot_fn return the portable code (tests compare
 // the two); it is process-wide and not meant for production use.

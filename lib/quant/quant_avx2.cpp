@@ -36,6 +36,14 @@ MINFER_AVX2 inline float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+// The largest lane (a NaN lane loses to a number, as in the max loops that feed it).
+MINFER_AVX2 inline float hsum_max(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    m = _mm_max_ps(_mm_movehl_ps(m, m), m);
+    m = _mm_max_ss(_mm_movehdup_ps(m), m);
+    return _mm_cvtss_f32(m);
+}
+
 MINFER_AVX2 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 // Sums of products of 32 signed bytes x (weights, any value) and y (activation codes, which our quantizers
@@ -516,6 +524,110 @@ MINFER_AVX512_VNNI void tile_q8_512(int64_t n, const void* w, size_t w_stride, c
 }
 #pragma GCC diagnostic pop
 
+// ---- attention over f32 K/V rows, AVX2 (the AVX-512 forms below, the same structure) --------------------
+
+MINFER_AVX2 void attn_scores_256(int hd, const float* q, const float* k, size_t k_stride, int count, float scale, float* out) {
+    int j = 0;
+    for (; j + 4 <= count; j += 4) {
+        const float* k0 = k + static_cast<size_t>(j) * k_stride;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int d = 0; d < hd; d += 8) {
+            const __m256 qv = _mm256_loadu_ps(q + d);
+            a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + d), a0);
+            a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + k_stride + d), a1);
+            a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 2 * k_stride + d), a2);
+            a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + 3 * k_stride + d), a3);
+        }
+        out[j] = hsum(a0) * scale;
+        out[j + 1] = hsum(a1) * scale;
+        out[j + 2] = hsum(a2) * scale;
+        out[j + 3] = hsum(a3) * scale;
+    }
+    for (; j < count; ++j) {
+        const float* kj = k + static_cast<size_t>(j) * k_stride;
+        __m256 a = _mm256_setzero_ps();
+        for (int d = 0; d < hd; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), _mm256_loadu_ps(kj + d), a);
+        out[j] = hsum(a) * scale;
+    }
+}
+
+// e^x for 8 lanes as exp_512 computes it, 2^n made in the exponent field (n >= -126 for x >= -87.3);
+// below -87.3 (and for -inf) 0, where exp_512 may give a subnormal.
+MINFER_AVX2 inline __m256 exp_256(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(-87.3f);
+    const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_max_ps(lo, x);  // a NaN x stays
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    return _mm256_andnot_ps(under, _mm256_mul_ps(p, two_n));
+}
+
+MINFER_AVX2 float attn_softmax_256(float* s, int len) {
+    __m256 m = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+    int j = 0;
+    for (; j + 8 <= len; j += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + j), m);  // a NaN lane keeps m's
+    float mx = hsum_max(m);
+    for (int t = j; t < len; ++t) mx = std::max(mx, s[t]);
+    const __m256 mv = _mm256_set1_ps(mx);
+    __m256d sum0 = _mm256_setzero_pd(), sum1 = sum0;
+    for (j = 0; j + 8 <= len; j += 8) {
+        const __m256 e = exp_256(_mm256_sub_ps(_mm256_loadu_ps(s + j), mv));
+        _mm256_storeu_ps(s + j, e);
+        sum0 = _mm256_add_pd(sum0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        sum1 = _mm256_add_pd(sum1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double part[4];
+    _mm256_store_pd(part, _mm256_add_pd(sum0, sum1));
+    double sum = (part[0] + part[1]) + (part[2] + part[3]);
+    if (j < len) {
+        alignas(32) float buf[8] = {};
+        std::copy(s + j, s + len, buf);
+        const __m256 e = exp_256(_mm256_sub_ps(_mm256_load_ps(buf), mv));
+        _mm256_store_ps(buf, e);
+        for (int t = j; t < len; ++t) {
+            s[t] = buf[t - j];
+            sum += buf[t - j];
+        }
+    }
+    return static_cast<float>(1.0 / sum);
+}
+
+// NV * 8 outputs in NV registers across the rows (a template, so that they stay registers).
+template <int NV>
+MINFER_AVX2 inline void weighted_pass_256(const float* p, float scale, const float* v, size_t v_stride, int count, float* o) {
+    __m256 acc[NV];
+    for (int i = 0; i < NV; ++i) acc[i] = _mm256_loadu_ps(o + 8 * i);
+    for (int j = 0; j < count; ++j, v += v_stride) {
+        const __m256 a = _mm256_set1_ps(p[j] * scale);
+        for (int i = 0; i < NV; ++i) acc[i] = _mm256_fmadd_ps(a, _mm256_loadu_ps(v + 8 * i), acc[i]);
+    }
+    for (int i = 0; i < NV; ++i) _mm256_storeu_ps(o + 8 * i, acc[i]);
+}
+
+MINFER_AVX2 void attn_weighted_sum_256(int hd, const float* p, float scale, const float* v, size_t v_stride, int count, float* o) {
+    int d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) weighted_pass_256<8>(p, scale, v + d0, v_stride, count, o + d0);
+    switch ((hd - d0) / 8) {
+        case 1: weighted_pass_256<1>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 2: weighted_pass_256<2>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 3: weighted_pass_256<3>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 4: weighted_pass_256<4>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 5: weighted_pass_256<5>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 6: weighted_pass_256<6>(p, scale, v + d0, v_stride, count, o + d0); break;
+        case 7: weighted_pass_256<7>(p, scale, v + d0, v_stride, count, o + d0); break;
+        default: break;
+    }
+}
+
 // ---- attention over f32 K/V rows, AVX-512 -------------------------------------------------------------
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -691,6 +803,7 @@ MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a
 AxpyFn avx2_axpy() { return axpy_f32; }
 
 AttnKernels avx512_attn() { return {attn_scores_512, attn_softmax_512, attn_weighted_sum_512}; }
+AttnKernels avx2_attn() { return {attn_scores_256, attn_softmax_256, attn_weighted_sum_256}; }
 
 // The q8_0 family's tile in the asked form.
 template <class D>
@@ -835,6 +948,7 @@ VecDotFn avx2_vec_dot(Type) { return nullptr; }
 VecDotTileFn avx2_vec_dot_tile(Type, TileIsa) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
 AttnKernels avx512_attn() { return {}; }
+AttnKernels avx2_attn() { return {}; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
 BlockScalesFn avx2_block_scales() { return nullptr; }
 QuantRowFn avx2_quant_q8_K() { return nullptr; }

@@ -63,8 +63,9 @@ VecDotFn avx2_vec_dot(Type weight);
 // isa: the form of the q8_0-family tiles (callers check the CPU for it too); the K-quants have one form.
 VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa);
 AxpyFn avx2_axpy();
-// The AVX-512 attention kernels (callers check the CPU); all null off x86.
+// The AVX-512 and AVX2 attention kernels (callers check the CPU); all null off x86.
 AttnKernels avx512_attn();
+AttnKernels avx2_attn();
 // The AVX2 quantizers of q8_0 and q8_K activation rows (nb blocks), byte for byte quantize_row's; nullptr
 // off x86.
 using QuantRowFn = void (*)(const float* x, void* dst, int64_t nb);
