@@ -413,17 +413,43 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
 // exactly dot_q8_0's / dot_q4_0's / dot_q5_0's sequence of operations (the same scale product, the same
 // accumulator, order and horizontal sum), so the results are those functions' bits.
 
+// codes2 (the AVX-512 tiles): two rows' blocks at once, row a's codes in the low 32 bytes, row b's in the
+// high 32. The nibble types unpack both rows in one pass: [a, b] and [a >> 4, b >> 4] put in the order
+// [a, a >> 4, b, b >> 4] by one 64-bit-lane permutation; q5_0's fifth bits of both rows are one 64-bit mask.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_VNNI inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
+    const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+                                              _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
+    return _mm512_and_si512(_mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), both), _mm512_set1_epi8(15));
+}
+#pragma GCC diagnostic pop
+
 struct DecodeQ8_0 {
     using Block = BlockQ8_0;
     MINFER_AVX2 static __m256i codes(const Block& b) { return load32(b.qs); }
+    MINFER_AVX512_VNNI static __m512i codes2(const Block& a, const Block& b) {
+        return _mm512_inserti64x4(_mm512_castsi256_si512(load32(a.qs)), load32(b.qs), 1);
+    }
 };
 struct DecodeQ4_0 {
     using Block = BlockQ4_0;
     MINFER_AVX2 static __m256i codes(const Block& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); }
+    MINFER_AVX512_VNNI static __m512i codes2(const Block& a, const Block& b) {
+        return _mm512_sub_epi8(nibbles2(a.qs, b.qs), _mm512_set1_epi8(8));
+    }
 };
 struct DecodeQ5_0 {
     using Block = BlockQ5_0;
     MINFER_AVX2 static __m256i codes(const Block& b) { return q5_0_codes(b); }
+    // q5_0_codes' rule: a nibble whose fifth bit is clear becomes nibble - 16 (nibble | 0xF0).
+    MINFER_AVX512_VNNI static __m512i codes2(const Block& a, const Block& b) {
+        const __m512i nib = nibbles2(a.qs, b.qs);
+        const __mmask64 clear = ~(static_cast<uint64_t>(load_u32_le(a.qh)) | static_cast<uint64_t>(load_u32_le(b.qh)) << 32);
+        return _mm512_mask_sub_epi8(nib, clear, nib, _mm512_set1_epi8(16));
+    }
 };
 
 // kVnni (CPUs with AVX-VNNI): one vpdpbusd takes the sums of four byte products into each int32 lane in
@@ -508,7 +534,7 @@ MINFER_AVX512_VNNI void tile_q8_512(int64_t n, const void* w, size_t w_stride, c
     const float *ys0 = a_scale, *ys1 = a_scale + s_stride, *ys2 = a_scale + 2 * s_stride, *ys3 = a_scale + 3 * s_stride;
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     for (int64_t b = 0; b < n / QK; ++b) {
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(D::codes(x0[b])), D::codes(x1[b]), 1);
+        const __m512i q = D::codes2(x0[b], x1[b]);
         const __m512i ax = _mm512_abs_epi8(q);
         const __mmask64 neg = _mm512_movepi8_mask(q);  // the token's codes flip sign where the weight's is negative
         const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_broadcast_ss(xs0 + b)), _mm256_broadcast_ss(xs1 + b), 1);
