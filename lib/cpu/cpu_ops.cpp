@@ -245,12 +245,10 @@ public:
 
     void swiglu(Buf gate, Buf up) override {
         const int64_t chunk = 4096;
+        const quant::SiluMulFn silu_mul = quant::silu_mul_fn();
         pool_->parallel_for((static_cast<int64_t>(gate.n) + chunk - 1) / chunk, [&](int64_t task, int) {
             const size_t i0 = static_cast<size_t>(task * chunk), i1 = std::min(gate.n, i0 + chunk);
-            for (size_t i = i0; i < i1; ++i) {
-                const float g = gate.data[i];
-                gate.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
-            }
+            silu_mul(gate.data + i0, up.data + i0, i1 - i0);
         });
     }
 

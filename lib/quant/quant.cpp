@@ -961,6 +961,19 @@ bool cpu_has(TileIsa isa) {
     }
 }
 
+static void silu_mul_portable(float* g, const float* u, size_t n) {
+    for (size_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+SiluMulFn silu_mul_fn(bool allow_512) {
+    if (use_avx2()) {
+        if (allow_512 && cpu_has(TileIsa::avx512_vnni))
+            if (SiluMulFn f = detail::avx512_silu_mul()) return f;
+        if (SiluMulFn f = detail::avx2_silu_mul()) return f;
+    }
+    return silu_mul_portable;
+}
+
 AttnKernels attn_kernels(int hd, bool allow_512) {
     if (!use_avx2() || hd <= 0) return {};
     if (allow_512 && cpu_has(TileIsa::avx512_vnni) && hd % 16 == 0) return detail::avx512_attn();

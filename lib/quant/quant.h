@@ -76,6 +76,11 @@ struct AttnKernels {
 // AVX2 where hd is a multiple of 8; else all null (the caller uses vec_dot_fn(F32), std::exp and axpy_fn).
 AttnKernels attn_kernels(int hd, bool allow_512 = true);
 
+// swiglu's element-wise step: g[i] = g[i] / (1 + e^-g[i]) * u[i] for i < n. The active implementation
+// (AVX-512, or AVX2 with allow_512 false or no AVX-512: e^ as attention's; else std::exp).
+using SiluMulFn = void (*)(float* g, const float* u, size_t n);
+SiluMulFn silu_mul_fn(bool allow_512 = true);
+
 // "avx2" or "scalar". force_portable(true) makes vec_dot_fn return the portable code (tests compare
 // the two); it is process-wide and not meant for production use.
 const char* simd_level();

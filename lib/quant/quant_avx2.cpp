@@ -577,12 +577,13 @@ MINFER_AVX2 void attn_scores_256(int hd, const float* q, const float* k, size_t 
     }
 }
 
-// e^x for 8 lanes as exp_512 computes it, 2^n made in the exponent field (n >= -126 for x >= -87.3);
-// below -87.3 (and for -inf) 0, where exp_512 may give a subnormal.
+// e^x for 8 lanes as exp_512 computes it, 2^n made in the exponent field (-126 <= n <= 127 for x in
+// [-87.3, 88]); below -87.3 (and for -inf) 0, where exp_512 may give a subnormal; above 88, e^88 where
+// exp_512 gives infinity from 88.73 (swiglu's g / (1 + e^-g) is then -0 or a number below 1e-36).
 MINFER_AVX2 inline __m256 exp_256(__m256 x) {
     const __m256 lo = _mm256_set1_ps(-87.3f);
     const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-    x = _mm256_max_ps(lo, x);  // a NaN x stays
+    x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(lo, x));  // a NaN x stays (min and max return their second operand)
     const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-6f), r);
@@ -652,6 +653,17 @@ MINFER_AVX2 void attn_weighted_sum_256(int hd, const float* p, float scale, cons
         case 7: weighted_pass_256<7>(p, scale, v + d0, v_stride, count, o + d0); break;
         default: break;
     }
+}
+
+// swiglu: g[i] = g[i] / (1 + e^-g[i]) * u[i], the generic loop's operations with e^ 8 at a time.
+MINFER_AVX2 void silu_mul_256(float* g, const float* u, size_t n) {
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 e = exp_256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
 // ---- attention over f32 K/V rows, AVX-512 -------------------------------------------------------------
@@ -751,6 +763,17 @@ MINFER_AVX512_VNNI void attn_weighted_sum_512(int hd, const float* p, float scal
         if (nv > 3) _mm512_storeu_ps(o + d0 + 48, o3);
     }
 }
+
+// swiglu: g[i] = g[i] / (1 + e^-g[i]) * u[i], e^ 16 at a time (the tail masked).
+MINFER_AVX512_VNNI void silu_mul_512(float* g, const float* u, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, g + i);
+        const __m512 e = exp_512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
 #pragma GCC diagnostic pop
 
 // q4_K: one weight row against four tokens at a time (the codes and scales of a super-block decoded once
@@ -830,6 +853,8 @@ AxpyFn avx2_axpy() { return axpy_f32; }
 
 AttnKernels avx512_attn() { return {attn_scores_512, attn_softmax_512, attn_weighted_sum_512}; }
 AttnKernels avx2_attn() { return {attn_scores_256, attn_softmax_256, attn_weighted_sum_256}; }
+SiluMulFn avx512_silu_mul() { return silu_mul_512; }
+SiluMulFn avx2_silu_mul() { return silu_mul_256; }
 
 // The q8_0 family's tile in the asked form.
 template <class D>
@@ -975,6 +1000,8 @@ VecDotTileFn avx2_vec_dot_tile(Type, TileIsa) { return nullptr; }
 AxpyFn avx2_axpy() { return nullptr; }
 AttnKernels avx512_attn() { return {}; }
 AttnKernels avx2_attn() { return {}; }
+SiluMulFn avx512_silu_mul() { return nullptr; }
+SiluMulFn avx2_silu_mul() { return nullptr; }
 QuantRowFn avx2_quant_q8_0() { return nullptr; }
 BlockScalesFn avx2_block_scales() { return nullptr; }
 QuantRowFn avx2_quant_q8_K() { return nullptr; }

@@ -66,6 +66,8 @@ AxpyFn avx2_axpy();
 // The AVX-512 and AVX2 attention kernels (callers check the CPU); all null off x86.
 AttnKernels avx512_attn();
 AttnKernels avx2_attn();
+SiluMulFn avx512_silu_mul();  // nullptr off x86
+SiluMulFn avx2_silu_mul();
 // The AVX2 quantizers of q8_0 and q8_K activation rows (nb blocks), byte for byte quantize_row's; nullptr
 // off x86.
 using QuantRowFn = void (*)(const float* x, void* dst, int64_t nb);
