@@ -807,6 +807,72 @@ MINFER_AVX2 void tile_q4_K_row(int64_t n, const BlockQ4_K* x, const BlockQ8_K* c
     for (int t = 0; t < 4; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]) - hsum(accm[t]);
 }
 
+// q4_K by AVX-512: both rows in one 512-bit register as tile_q8_512 holds them (row 0 in the low half,
+// row 1 in the high), each half doing tile_q4_K_row's operations for its row: the same integer sums,
+// the same two accumulators and final difference, so vec_dot's bits. A 32-byte chunk of codes costs a
+// token two maddubs, two madd and two adds for 128 products where the 256-bit row spends them on 64.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_VNNI inline __m512 two_rows(float a, float b) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
+}
+MINFER_AVX512_VNNI inline __m512i two_rows(__m256i a, __m256i b) { return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1); }
+
+// One token's integer sums of a chunk pair: lo / hi nibbles of both rows against the token's 64 codes.
+MINFER_AVX512_VNNI inline __m512i q4k_512_chunk(__m512i isum, __m512i lo, __m512i hi, __m512i sc0, __m512i sc1, const int8_t* yq) {
+    const __m512i p0 = _mm512_madd_epi16(_mm512_maddubs_epi16(lo, _mm512_broadcast_i64x4(load32(yq))), sc0);
+    const __m512i p1 = _mm512_madd_epi16(_mm512_maddubs_epi16(hi, _mm512_broadcast_i64x4(load32(yq + 32))), sc1);
+    return _mm512_add_epi32(isum, _mm512_add_epi32(p0, p1));
+}
+
+MINFER_AVX512_VNNI void tile_q4_K_512(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float*, const float*,
+                                      size_t, float* out, size_t out_stride) {
+    const auto* x0 = static_cast<const BlockQ4_K*>(w);
+    const auto* x1 = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + w_stride);
+    const auto* ab = static_cast<const uint8_t*>(a);
+    const BlockQ8_K* y[4];
+    for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(ab + t * a_stride);
+    const __m512i low4 = _mm512_set1_epi8(15);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    __m512 accm0 = acc0, accm1 = acc0, accm2 = acc0, accm3 = acc0;
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        const __m128i sm0 = k4_scales_mins(x0[b].scales), sm1 = k4_scales_mins(x1[b].scales);
+        // Each 128-bit lane holds one row's eight int16 scales: [row 0, row 0, row 1, row 1].
+        const __m512i s16 = two_rows(_mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm0)), _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm1)));
+        __m512i is0 = _mm512_setzero_si512(), is1 = is0, is2 = is0, is3 = is0;
+        for (int c = 0; c < 4; ++c) {
+            const __m512i q = two_rows(load32(x0[b].qs + 32 * c), load32(x1[b].qs + 32 * c));
+            const __m512i lo = _mm512_and_si512(q, low4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
+            const __m512i sc0 = _mm512_shuffle_epi8(s16, _mm512_set1_epi16(static_cast<short>((4 * c + 1) << 8 | 4 * c)));
+            const __m512i sc1 = _mm512_shuffle_epi8(s16, _mm512_set1_epi16(static_cast<short>((4 * c + 3) << 8 | (4 * c + 2))));
+            is0 = q4k_512_chunk(is0, lo, hi, sc0, sc1, y[0][b].qs + 64 * c);
+            is1 = q4k_512_chunk(is1, lo, hi, sc0, sc1, y[1][b].qs + 64 * c);
+            is2 = q4k_512_chunk(is2, lo, hi, sc0, sc1, y[2][b].qs + 64 * c);
+            is3 = q4k_512_chunk(is3, lo, hi, sc0, sc1, y[3][b].qs + 64 * c);
+        }
+        const float d0 = half(x0[b].d), d1 = half(x1[b].d), m0 = half(x0[b].dmin), m1 = half(x1[b].dmin);
+        auto finish = [&](const BlockQ8_K& yb, __m512i is, __m512& acc, __m512& accm) MINFER_AVX512_VNNI {
+            const __m512i imin = two_rows(k4_mins(sm0, yb.bsums), k4_mins(sm1, yb.bsums));
+            acc = _mm512_fmadd_ps(two_rows(yb.d * d0, yb.d * d1), _mm512_cvtepi32_ps(is), acc);
+            accm = _mm512_fmadd_ps(two_rows(yb.d * m0, yb.d * m1), _mm512_cvtepi32_ps(imin), accm);
+        };
+        finish(y[0][b], is0, acc0, accm0);
+        finish(y[1][b], is1, acc1, accm1);
+        finish(y[2][b], is2, acc2, accm2);
+        finish(y[3][b], is3, acc3, accm3);
+    }
+    auto store = [&](float* o, __m512 acc, __m512 accm) MINFER_AVX512_VNNI {
+        o[0] = hsum(_mm512_castps512_ps256(acc)) - hsum(_mm512_castps512_ps256(accm));
+        o[1] = hsum(_mm512_extractf32x8_ps(acc, 1)) - hsum(_mm512_extractf32x8_ps(accm, 1));
+    };
+    store(out, acc0, accm0);
+    store(out + out_stride, acc1, accm1);
+    store(out + 2 * out_stride, acc2, accm2);
+    store(out + 3 * out_stride, acc3, accm3);
+}
+#pragma GCC diagnostic pop
+
 // q6_K: one row against T tokens (T = 1: the decode dot product; T = 4: the prefill tile), the row's codes
 // decoded once per super-block for all T; per token the -32 term from bsums first, then h, k.
 template <int T>
@@ -868,7 +934,7 @@ VecDotTileFn tile_q8_of(TileIsa isa) {
 
 VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa) {
     switch (weight) {
-        case Type::Q4_K: return tile_k<BlockQ4_K, tile_q4_K_row>;
+        case Type::Q4_K: return isa == TileIsa::avx512_vnni ? tile_q4_K_512 : tile_k<BlockQ4_K, tile_q4_K_row>;
         case Type::Q6_K: return tile_k<BlockQ6_K, q6_K_rows<4>>;
         case Type::Q8_0: return tile_q8_of<DecodeQ8_0>(isa);
         case Type::Q4_0: return tile_q8_of<DecodeQ4_0>(isa);
