@@ -904,6 +904,56 @@ MINFER_AVX2 void q6_K_rows(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const
     for (int t = 0; t < T; ++t) out[static_cast<size_t>(t) * out_stride] = hsum(acc[t]);
 }
 
+// q6_K by AVX-512: both rows in one register as tile_q4_K_512 holds them, each half doing q6_K_rows<4>'s
+// operations for its row (the -32 term from bsums first, then h, k), so vec_dot's bits.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_VNNI inline __m512i byte_bits_512(__m512i v, int s, int mask) {
+    return _mm512_and_si512(_mm512_srli_epi16(v, s), _mm512_set1_epi8(static_cast<char>(mask)));
+}
+
+MINFER_AVX512_VNNI void tile_q6_K_512(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float*, const float*,
+                                      size_t, float* out, size_t out_stride) {
+    const auto* x0 = static_cast<const BlockQ6_K*>(w);
+    const auto* x1 = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + w_stride);
+    const auto* ab = static_cast<const uint8_t*>(a);
+    const BlockQ8_K* y[4];
+    for (int t = 0; t < 4; ++t) y[t] = reinterpret_cast<const BlockQ8_K*>(ab + t * a_stride);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < n / QK_K; ++b) {
+        // Each row's 16 int16 scales in its 256-bit half.
+        const __m512i sc16 = two_rows(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x0[b].scales))),
+                                      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x1[b].scales))));
+        __m512i is[4];
+        for (int t = 0; t < 4; ++t)
+            is[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                     _mm512_slli_epi32(_mm512_madd_epi16(sc16, _mm512_broadcast_i64x4(load32(y[t][b].bsums))), 5));
+        for (int h = 0; h < 2; ++h) {
+            const __m512i ql0 = two_rows(load32(x0[b].ql + 64 * h), load32(x1[b].ql + 64 * h));
+            const __m512i ql1 = two_rows(load32(x0[b].ql + 64 * h + 32), load32(x1[b].ql + 64 * h + 32));
+            const __m512i qh = two_rows(load32(x0[b].qh + 32 * h), load32(x1[b].qh + 32 * h));
+            // scale_half per row: the row's 128-bit half h in both 128-bit lanes of its 256-bit half.
+            const __m512i sh = h ? _mm512_shuffle_i64x2(sc16, sc16, 0xF5) : _mm512_shuffle_i64x2(sc16, sc16, 0xA0);
+            for (int k = 0; k < 4; ++k) {
+                const __m512i l4 = byte_bits_512(k & 1 ? ql1 : ql0, k < 2 ? 0 : 4, 15);
+                const __m512i u = _mm512_or_si512(l4, _mm512_slli_epi16(byte_bits_512(qh, 2 * k, 3), 4));
+                const __m512i sp = _mm512_shuffle_epi8(sh, _mm512_broadcast_i64x4(_mm256_load_si256(reinterpret_cast<const __m256i*>(kPairShuffle[k]))));
+                for (int t = 0; t < 4; ++t)
+                    is[t] = _mm512_add_epi32(
+                        is[t], _mm512_madd_epi16(_mm512_maddubs_epi16(u, _mm512_broadcast_i64x4(load32(y[t][b].qs + 128 * h + 32 * k))), sp));
+            }
+        }
+        const float d0 = half(x0[b].d), d1 = half(x1[b].d);
+        for (int t = 0; t < 4; ++t) acc[t] = _mm512_fmadd_ps(two_rows(y[t][b].d * d0, y[t][b].d * d1), _mm512_cvtepi32_ps(is[t]), acc[t]);
+    }
+    for (int t = 0; t < 4; ++t) {
+        out[static_cast<size_t>(t) * out_stride] = hsum(_mm512_castps512_ps256(acc[t]));
+        out[static_cast<size_t>(t) * out_stride + 1] = hsum(_mm512_extractf32x8_ps(acc[t], 1));
+    }
+}
+#pragma GCC diagnostic pop
+
 // Two rows, one after the other, by a one-row x four-token kernel.
 template <class Block, void (*Row)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t)>
 MINFER_AVX2 void tile_k(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float*, const float*, size_t,
@@ -935,7 +985,7 @@ VecDotTileFn tile_q8_of(TileIsa isa) {
 VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa) {
     switch (weight) {
         case Type::Q4_K: return isa == TileIsa::avx512_vnni ? tile_q4_K_512 : tile_k<BlockQ4_K, tile_q4_K_row>;
-        case Type::Q6_K: return tile_k<BlockQ6_K, q6_K_rows<4>>;
+        case Type::Q6_K: return isa == TileIsa::avx512_vnni ? tile_q6_K_512 : tile_k<BlockQ6_K, q6_K_rows<4>>;
         case Type::Q8_0: return tile_q8_of<DecodeQ8_0>(isa);
         case Type::Q4_0: return tile_q8_of<DecodeQ4_0>(isa);
         case Type::Q5_0: return tile_q8_of<DecodeQ5_0>(isa);
