@@ -45,8 +45,9 @@ inline float vec_dot(Type weight, int64_t n, const void* w, const void* a) { ret
 inline constexpr int kTileRows = 2, kTileCols = 4;
 using VecDotTileFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* a, size_t a_stride, const float* w_scale,
                               const float* a_scale, size_t s_stride, float* out, size_t out_stride);
-// The forms of the q8_0-family tiles, each giving the same bits: 256-bit AVX2 (maddubs + madd), 256-bit
-// AVX-VNNI (vpdpbusd), and AVX-512 VNNI (two weight rows per 512-bit register). The K-quant tiles have one.
+// The forms of the tiles, each giving the same bits: 256-bit AVX2 (maddubs + madd), 256-bit AVX-VNNI
+// (vpdpbusd; the q8_0 family), and AVX-512 (two weight rows per 512-bit register; vpdpbusd for the q8_0
+// family). The K-quant tiles are the AVX2 ones under avx_vnni.
 enum class TileIsa { avx2, avx_vnni, avx512_vnni };
 VecDotTileFn vec_dot_tile_fn(Type weight);  // the fastest form this CPU has
 // That form; null where the CPU lacks it (or the active implementation has no tile for the type).

@@ -1,7 +1,8 @@
-// AVX2+FMA+F16C dot products, one per weight type. Only the functions carry the target attribute (the
-// rest of the library is built for the baseline CPU); quant.cpp calls them only after checking the CPU.
-// Each kernel computes the same exact per-block integer sums as the portable code in quant.cpp and
-// differs from it only in the order of the float accumulation.
+// AVX2+FMA+F16C dot products, one per weight type, and the prefill tiles, attention kernels and swiglu
+// in AVX2 and AVX-512. Only the functions carry the target attribute (the rest of the library is built
+// for the baseline CPU); quant.cpp calls them only after checking the CPU. Each dot product and tile
+// computes the same exact per-block integer sums as the portable code in quant.cpp and differs from it
+// only in the order of the float accumulation.
 #include "quant/quant_internal.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -21,7 +22,8 @@
 // instantiation uses it (its intrinsic is the only VNNI instruction in this file; the others' code has
 // none: `objdump -d` of the object shows vpdpbusd in the kVnni tiles alone).
 #define MINFER_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
-// The 512-bit q8_0-family tiles (tile_q8_512) alone carry this one.
+// The AVX-512 functions (the 512-bit tiles, attention kernels and swiglu) carry this one; quant.cpp
+// calls them only where the CPU has AVX-512 F, BW, VL, DQ and VNNI.
 #define MINFER_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 namespace minfer::quant::detail {

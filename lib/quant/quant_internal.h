@@ -60,7 +60,7 @@ inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
 // The AVX2+FMA+F16C dot product for a weight type, or nullptr where there is none (non-x86 builds).
 // Callers must check the CPU first.
 VecDotFn avx2_vec_dot(Type weight);
-// isa: the form of the q8_0-family tiles (callers check the CPU for it too); the K-quants have one form.
+// isa: the form of the tiles (callers check the CPU for it too); the K-quants have two (AVX2, AVX-512).
 VecDotTileFn avx2_vec_dot_tile(Type weight, TileIsa isa);
 AxpyFn avx2_axpy();
 // The AVX-512 and AVX2 attention kernels (callers check the CPU); all null off x86.
