@@ -24,6 +24,16 @@
 #define MINFER_AVX2_VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 // The AVX-512 functions (the 512-bit tiles, attention kernels and swiglu) carry this one; quant.cpp
 // calls them only where the CPU has AVX-512 F, BW, VL, DQ and VNNI.
+// GCC 12's AVX-512 headers set "undefined" registers from themselves, which -Wuninitialized reports at
+// every use (GCC bug 105593, fixed in GCC 13): the AVX-512 code sits between these two.
+#if defined(__clang__)
+#define MINFER_AVX512_WARNINGS_OFF
+#define MINFER_AVX512_WARNINGS_ON
+#else
+#define MINFER_AVX512_WARNINGS_OFF \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define MINFER_AVX512_WARNINGS_ON _Pragma("GCC diagnostic pop")
+#endif
 #define MINFER_AVX512_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")))
 
 namespace minfer::quant::detail {
@@ -418,16 +428,14 @@ MINFER_AVX2 float dot_q6_K(int64_t n, const void* w, const void* a) {
 // codes2 (the AVX-512 tiles): two rows' blocks at once, row a's codes in the low 32 bytes, row b's in the
 // high 32. The nibble types unpack both rows in one pass: [a, b] and [a >> 4, b >> 4] put in the order
 // [a, a >> 4, b, b >> 4] by one 64-bit-lane permutation; q5_0's fifth bits of both rows are one 64-bit mask.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_WARNINGS_OFF
 MINFER_AVX512_VNNI inline __m512i nibbles2(const uint8_t* a, const uint8_t* b) {
     const __m256i t = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
                                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
     const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(t), _mm256_srli_epi16(t, 4), 1);
     return _mm512_and_si512(_mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 2, 3, 6, 7), both), _mm512_set1_epi8(15));
 }
-#pragma GCC diagnostic pop
+MINFER_AVX512_WARNINGS_ON
 
 struct DecodeQ8_0 {
     using Block = BlockQ8_0;
@@ -497,11 +505,7 @@ MINFER_AVX2_VNNI void tile_q8(int64_t n, const void* w, size_t w_stride, const v
 // scale multiply and one FMA for 64 products, where the 256-bit tiles spend those five on 32. Each half
 // of an accumulator holds one (row, token) pair's eight lanes, summed in dot_q8_0's order and reduced by
 // the same hsum, so the results keep vec_dot's bits.
-// GCC 12's AVX-512 headers set "undefined" registers from themselves, which -Wuninitialized reports at
-// every use (GCC bug 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_WARNINGS_OFF
 // One token's step: its block y (scale ys) against the two rows' codes (ax = |q|, neg = where q < 0; dw
 // = the rows' scales, one per half), added to acc.
 MINFER_AVX512_VNNI inline __m512 q8_512_step(__m512 acc, __m512i ax, __mmask64 neg, __m512 dw, const BlockQ8_0& y, float ys) {
@@ -550,7 +554,7 @@ MINFER_AVX512_VNNI void tile_q8_512(int64_t n, const void* w, size_t w_stride, c
     q8_512_store(out + 2 * out_stride, acc2);
     q8_512_store(out + 3 * out_stride, acc3);
 }
-#pragma GCC diagnostic pop
+MINFER_AVX512_WARNINGS_ON
 
 // ---- attention over f32 K/V rows, AVX2 (the AVX-512 forms below, the same structure) --------------------
 
@@ -669,9 +673,7 @@ MINFER_AVX2 void silu_mul_256(float* g, const float* u, size_t n) {
 }
 
 // ---- attention over f32 K/V rows, AVX-512 -------------------------------------------------------------
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_WARNINGS_OFF
 
 // Scores of four keys at a time, each its own chain of hd / 16 FMAs (independent chains hide the FMA
 // latency), reduced by _mm512_reduce_add_ps.
@@ -776,7 +778,7 @@ MINFER_AVX512_VNNI void silu_mul_512(float* g, const float* u, size_t n) {
         _mm512_mask_storeu_ps(g + i, m, _mm512_mul_ps(_mm512_div_ps(x, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, u + i)));
     }
 }
-#pragma GCC diagnostic pop
+MINFER_AVX512_WARNINGS_ON
 
 // q4_K: one weight row against four tokens at a time (the codes and scales of a super-block decoded once
 // for the four; two rows would not fit the 16 vector registers), each pair summed exactly as dot_q4_K sums
@@ -813,9 +815,7 @@ MINFER_AVX2 void tile_q4_K_row(int64_t n, const BlockQ4_K* x, const BlockQ8_K* c
 // row 1 in the high), each half doing tile_q4_K_row's operations for its row: the same integer sums,
 // the same two accumulators and final difference, so vec_dot's bits. A 32-byte chunk of codes costs a
 // token two maddubs, two madd and two adds for 128 products where the 256-bit row spends them on 64.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_WARNINGS_OFF
 MINFER_AVX512_VNNI inline __m512 two_rows(float a, float b) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(a)), _mm256_set1_ps(b), 1);
 }
@@ -873,7 +873,7 @@ MINFER_AVX512_VNNI void tile_q4_K_512(int64_t n, const void* w, size_t w_stride,
     store(out + 2 * out_stride, acc2, accm2);
     store(out + 3 * out_stride, acc3, accm3);
 }
-#pragma GCC diagnostic pop
+MINFER_AVX512_WARNINGS_ON
 
 // q6_K: one row against T tokens (T = 1: the decode dot product; T = 4: the prefill tile), the row's codes
 // decoded once per super-block for all T; per token the -32 term from bsums first, then h, k.
@@ -908,9 +908,7 @@ MINFER_AVX2 void q6_K_rows(int64_t n, const BlockQ6_K* x, const BlockQ8_K* const
 
 // q6_K by AVX-512: both rows in one register as tile_q4_K_512 holds them, each half doing q6_K_rows<4>'s
 // operations for its row (the -32 term from bsums first, then h, k), so vec_dot's bits.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+MINFER_AVX512_WARNINGS_OFF
 MINFER_AVX512_VNNI inline __m512i byte_bits_512(__m512i v, int s, int mask) {
     return _mm512_and_si512(_mm512_srli_epi16(v, s), _mm512_set1_epi8(static_cast<char>(mask)));
 }
@@ -954,7 +952,7 @@ MINFER_AVX512_VNNI void tile_q6_K_512(int64_t n, const void* w, size_t w_stride,
         out[static_cast<size_t>(t) * out_stride + 1] = hsum(_mm512_extractf32x8_ps(acc[t], 1));
     }
 }
-#pragma GCC diagnostic pop
+MINFER_AVX512_WARNINGS_ON
 
 // Two rows, one after the other, by a one-row x four-token kernel.
 template <class Block, void (*Row)(int64_t, const Block*, const BlockQ8_K* const*, float*, size_t)>
