@@ -24,10 +24,11 @@
 // header and 32 bytes of codes; q6_K: the low and high code bits and the scales, each as the 16-byte
 // chunks that cover it, the blocks being 210 bytes; q8_0: the two blocks' cover) go through the cp.async
 // stages into kRawLd bytes per row, and once a stage has landed the CTA dequantizes it into one f16 tile
-// that the MMAs read as they read f16 weights. The dequantization repeats the CPU's (quant.cpp, and
-// cuda/dequant.cuh's deq8) operation for operation with explicitly rounded multiplies and subtractions,
-// integers made floats exactly by the 2^23 bias, and f16 by round-to-nearest-even: the tile holds the
-// bits of the f16 cache, and the result is the f16 path's, bit for bit.
+// that the MMAs read as they read f16 weights. The dequantization is f16x2 arithmetic (dequant_rows):
+// q8_0's tile holds the f16 cache's bits, q4_K's and q6_K's differ from them by one rounding of a block
+// constant (at most an f16 ulp of a weight), so results match the f16 path to f16 rounding, not bit for
+// bit. (A first form repeated the CPU's f32 operations for the cache's bits and ran at a third of the
+// speed: docs/perf.md.)
 #pragma once
 
 #include <cstdint>
@@ -121,20 +122,36 @@ __device__ __forceinline__ uintptr_t raw_chunk(int fmt, uintptr_t row, int k0, i
     return ((row + uintptr_t(k0 >> 5) * 34) & ~uintptr_t{15}) + 16 * j;
 }
 
-// Byte i of v plus 2^23, as a float: an exact float of v's byte after subtracting 2^23 (and a bias).
-__device__ __forceinline__ float biased_byte(uint32_t v, int i) { return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7650u + i)); }
+// f16x2 constants (both halves) and the magic-number conversion: byte i of v (0 .. 255) below the f16
+// exponent of 1024 is the exact half 1024 + byte.
+constexpr uint32_t kH2M1024 = 0xE400E400u, kH2M1056 = 0xE420E420u, kH2M1152 = 0xE480E480u;  // -1024, -1056, -1152
+constexpr uint32_t kMagic = 0x64646464u;
+// Bytes 2j and 2j + 1 of v as the halves 1024 + byte (low half first).
+__device__ __forceinline__ uint32_t magic_pair(uint32_t v, int j) { return __byte_perm(v, kMagic, j ? 0x4342u : 0x4140u); }
+// The f16 at a 2-byte-aligned shared address, in both halves.
+__device__ __forceinline__ uint32_t h2_at(const uint8_t* p) {
+    const uint32_t h = *reinterpret_cast<const uint16_t*>(p);
+    return h | h << 16;
+}
 // Eight bytes at a 2-byte-aligned shared address (generic pointer).
 __device__ __forceinline__ uint2 ld8_a2(const uint8_t* p) {
     const uint16_t* h = reinterpret_cast<const uint16_t*>(p);
     return make_uint2(uint32_t(h[0]) | uint32_t(h[1]) << 16, uint32_t(h[2]) | uint32_t(h[3]) << 16);
 }
-__device__ __forceinline__ float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p))); }
 
 // The f16 tile of one k-tile: row r of the raw stage (kRawLd bytes each) dequantized into row r of `wf`
 // (kLd halves each), columns 8p .. 8p+7 and 32 + 8p .. 32 + 8p + 7 for the groups p this thread takes
 // (every row's four groups spread over the CTA). `row` is the global address of the row the raw bytes
 // came from (for the alignment of q6_K's and q8_0's covers; never read). Rows past the matrix hold
 // zeros and dequantize to zeros.
+//
+// f16x2 arithmetic, two weights an instruction pair: codes become halves by the magic number (byte b
+// into 1024 + b, exact) and are scaled with one rounding where the block allows it.
+//  q4_K: sc q exactly by fma(1024 + q, sc, -1024 sc), then w = fma(sc q, d, -f16(dmin m)): one rounding
+//    of the exact d sc q - f16(dmin m); the f16 cache rounds d sc q - dmin m once (the CPU's f32 values),
+//    so the two differ only through f16(dmin m), by at most half an ulp of dmin m.
+//  q6_K: w = (q - 32) f16(d sc): the cache rounds d sc (q - 32) once; here d sc is rounded first.
+//  q8_0: w = q d, one rounding of an exact product: the cache's bits.
 template <int kRows>
 __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_t* wf, uintptr_t wq, int64_t row_bytes, int n0, int k0,
                                              int tid) {
@@ -143,42 +160,46 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
     const int r = tid / kTpr, p0 = (tid % kTpr) * kGroups, c = (k0 >> 6) & 3;
     const uint8_t* R = raw + r * kRawLd;
     const uintptr_t row = wq + uintptr_t(int64_t{n0 + r} * row_bytes);
-    float slo[2], shi[2];  // per format: the scales of the two halves (and q4_K's mins)
+    // Per format, f16x2 constants of the two 32-column halves (lo, hi) of the k-tile.
+    uint32_t sc_lo = 0, nsc_lo = 0, dm_lo = 0, sc_hi = 0, nsc_hi = 0, dm_hi = 0, d2 = 0;
     int o0 = 0, o1 = 0, o2 = 0;
     if (fmt == kQ4_K) {
         const uint4 h = *reinterpret_cast<const uint4*>(R);
         uint32_t sc, mn;
         mv::k4_scales(h, c, sc, mn);
-        const int s = 16 * (c & 1);  // bytes 2 (c & 1) and 2 (c & 1) + 1: sub-blocks 2c and 2c + 1
-        const float d = __half2float(__ushort_as_half(static_cast<uint16_t>(h.x))),
-                    dmin = __half2float(__ushort_as_half(static_cast<uint16_t>(h.x >> 16)));
-        slo[0] = __fmul_rn(d, static_cast<float>((sc >> s) & 0xffu));
-        slo[1] = __fmul_rn(dmin, static_cast<float>((mn >> s) & 0xffu));
-        shi[0] = __fmul_rn(d, static_cast<float>((sc >> (s + 8)) & 0xffu));
-        shi[1] = __fmul_rn(dmin, static_cast<float>((mn >> (s + 8)) & 0xffu));
+        const uint32_t sel = 0x4040u + (c & 1) * 0x0202u;  // sub-block 2c (byte 2 (c & 1)) into both halves; + 0x0101: 2c + 1
+        d2 = __byte_perm(h.x, 0, 0x1010u);
+        const uint32_t ndmin2 = __byte_perm(h.x, 0, 0x3232u) ^ 0x80008000u;
+        sc_lo = mv::hadd2(__byte_perm(sc, kMagic, sel), kH2M1024);
+        sc_hi = mv::hadd2(__byte_perm(sc, kMagic, sel + 0x0101u), kH2M1024);
+        nsc_lo = mv::hmul2(sc_lo, kH2M1024);
+        nsc_hi = mv::hmul2(sc_hi, kH2M1024);
+        dm_lo = mv::hmul2(mv::hadd2(__byte_perm(mn, kMagic, sel), kH2M1024), ndmin2);  // -f16(dmin m): one rounding of an exact product
+        dm_hi = mv::hmul2(mv::hadd2(__byte_perm(mn, kMagic, sel + 0x0101u), kH2M1024), ndmin2);
     } else if (fmt == kQ6_K) {
         const uintptr_t b = row + uintptr_t(k0 >> 8) * 210, h = (k0 >> 7) & 1;
         o0 = static_cast<int>((b + 64 * h) & 15);
         o1 = 80 + static_cast<int>((b + 128 + 32 * h) & 15);
         o2 = 128 + static_cast<int>((b + 192) & 15);
+        d2 = h2_at(R + o2 + 16);
     } else {
         o0 = static_cast<int>((row + uintptr_t(k0 >> 5) * 34) & 15);
-        slo[0] = f16_at(R + o0);
-        shi[0] = f16_at(R + o0 + 34);
+        sc_lo = h2_at(R + o0);
+        sc_hi = h2_at(R + o0 + 34);
     }
     #pragma unroll
     for (int gi = 0; gi < kGroups; ++gi) {
         const int p = p0 + gi;
-        float lo[8], hi[8];
+        uint32_t lo[4], hi[4];  // columns 8p + 2i, +1 and 32 + 8p + 2i, +1 as f16x2
         if (fmt == kQ4_K) {
             const uint2 q = *reinterpret_cast<const uint2*>(R + 16 + 8 * p);
             #pragma unroll
             for (int w = 0; w < 2; ++w) {
                 const uint32_t v = w ? q.y : q.x, l = v & 0x0F0F0F0Fu, u = (v >> 4) & 0x0F0F0F0Fu;
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    lo[4 * w + i] = __fsub_rn(__fmul_rn(slo[0], __fsub_rn(biased_byte(l, i), 8388608.0f)), slo[1]);
-                    hi[4 * w + i] = __fsub_rn(__fmul_rn(shi[0], __fsub_rn(biased_byte(u, i), 8388608.0f)), shi[1]);
+                for (int j = 0; j < 2; ++j) {
+                    lo[2 * w + j] = mv::hfma2(mv::hfma2(magic_pair(l, j), sc_lo, nsc_lo), d2, dm_lo);
+                    hi[2 * w + j] = mv::hfma2(mv::hfma2(magic_pair(u, j), sc_hi, nsc_hi), d2, dm_hi);
                 }
             }
         } else if (fmt == kQ6_K) {
@@ -186,18 +207,19 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
             // and ql[64h + 32 + l] (low nibbles for c even, high for c odd), high bits from qh[32h + l] at 2k.
             const int kp = c & 1;
             const uint2 a = ld8_a2(R + o0 + 8 * p), b = ld8_a2(R + o0 + 32 + 8 * p), qh = ld8_a2(R + o1 + 8 * p);
-            const float d = f16_at(R + o2 + 16);
-            const float s_lo = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + (p >> 1)]))),
-                        s_hi = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + 2 + (p >> 1)])));
+            const float d = __half2float(__ushort_as_half(static_cast<uint16_t>(d2)));
+            const float s_lo = d * static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + (p >> 1)])),  // exact: 11 + 8 bits
+                        s_hi = d * static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + 2 + (p >> 1)]));
+            const uint32_t s2_lo = mv::pack_f16x2(s_lo, s_lo), s2_hi = mv::pack_f16x2(s_hi, s_hi);
             #pragma unroll
             for (int w = 0; w < 2; ++w) {
                 const uint32_t h = w ? qh.y : qh.x;
                 const uint32_t ul = (((w ? a.y : a.x) >> (4 * kp)) & 0x0F0F0F0Fu) | (((h >> (4 * kp)) & 0x03030303u) << 4);
                 const uint32_t uh = (((w ? b.y : b.x) >> (4 * kp)) & 0x0F0F0F0Fu) | (((h >> (4 * kp + 2)) & 0x03030303u) << 4);
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    lo[4 * w + i] = __fmul_rn(s_lo, __fsub_rn(biased_byte(ul, i), 8388640.0f));  // code - 32
-                    hi[4 * w + i] = __fmul_rn(s_hi, __fsub_rn(biased_byte(uh, i), 8388640.0f));
+                for (int j = 0; j < 2; ++j) {
+                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), kH2M1056), s2_lo);  // (code - 32) f16(d sc)
+                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), kH2M1056), s2_hi);
                 }
             }
         } else {
@@ -206,17 +228,15 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
             for (int w = 0; w < 2; ++w) {
                 const uint32_t ul = (w ? a.y : a.x) ^ 0x80808080u, uh = (w ? b.y : b.x) ^ 0x80808080u;  // code + 128
                 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    lo[4 * w + i] = __fmul_rn(__fsub_rn(biased_byte(ul, i), 8388736.0f), slo[0]);
-                    hi[4 * w + i] = __fmul_rn(__fsub_rn(biased_byte(uh, i), 8388736.0f), shi[0]);
+                for (int j = 0; j < 2; ++j) {
+                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), kH2M1152), sc_lo);
+                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), kH2M1152), sc_hi);
                 }
             }
         }
         uint4* out = reinterpret_cast<uint4*>(wf + (r * kLd + 8 * p) * 2);
-        out[0] = make_uint4(mv::pack_f16x2(lo[0], lo[1]), mv::pack_f16x2(lo[2], lo[3]), mv::pack_f16x2(lo[4], lo[5]),
-                            mv::pack_f16x2(lo[6], lo[7]));
-        out[32 / 8] = make_uint4(mv::pack_f16x2(hi[0], hi[1]), mv::pack_f16x2(hi[2], hi[3]), mv::pack_f16x2(hi[4], hi[5]),
-                                 mv::pack_f16x2(hi[6], hi[7]));
+        out[0] = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        out[32 / 8] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
     }
 }
 

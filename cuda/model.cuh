@@ -151,14 +151,16 @@ private:
 #define MINFER_GEMM_NARROW_BYTES (64 << 20)
 #endif
 // The narrow GEMM on the quantized weights themselves (q4_K, q6_K, q8_0) for the matmuls of up to
-// MINFER_GEMM_NARROW_MAX tokens, joint or single, of weights without an f16 copy (1; 0: never): there it
-// replaces a dequantization pass into the scratch and a GEMM. Weights in the f16 cache keep the f16
-// routes: the in-tile dequantization holds the kernel to 250-670 GB/s of quantized bytes (a third of the
-// cache's bytes), slower than cuBLAS or the narrow GEMM reading f16 at 2.5-3.9 TB/s (H200, the 7B's
-// shapes, bench_gemm_narrow; docs/perf.md).
+// MINFER_GEMM_NARROW_MAX tokens, joint or single: 0 never; 1 weights without an f16 copy (there it
+// replaces a dequantization pass into the scratch and a GEMM); 2 also q4_K and q8_0 weights that have
+// one; 3 every such weight. 2 and 3 measured slower than 1 (H200, the 7B q4_K_M at 16 to 64 sequences:
+// 0.76-0.81x and 0.52-0.64x the decode rate; docs/perf.md): the kernel dequantizes into a shared f16
+// tile at 360-780 GB/s of quantized bytes, where cuBLAS and the f16 narrow GEMM read the cache at
+// 2.6-4.1 TB/s.
 #ifndef MINFER_GEMM_NARROW_QUANT
 #define MINFER_GEMM_NARROW_QUANT 1
 #endif
+static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "MINFER_GEMM_NARROW_QUANT is 0 to 3");
 
 namespace minfer::cuda {
 
@@ -195,7 +197,8 @@ public:
     __half* input16(const float* x, int n, int64_t cols);
     // Whether run() takes n tokens of this weight through the narrow GEMM on its quantized blocks.
     bool narrow_quant(quant::Type type, const void* w, int n, int64_t cols) const {
-        return MINFER_GEMM_NARROW_QUANT && narrow(n) && gemm_narrow_quant_supports(type, cols) && !f16_weight(type, w);
+        if (MINFER_GEMM_NARROW_QUANT == 0 || !narrow(n) || !gemm_narrow_quant_supports(type, cols)) return false;
+        return !f16_weight(type, w) || MINFER_GEMM_NARROW_QUANT == 3 || (MINFER_GEMM_NARROW_QUANT == 2 && type != quant::Type::Q6_K);
     }
 
 private:
