@@ -1,6 +1,8 @@
 // A load generator for the server (examples/go/server), standard library only: N concurrent clients
 // stream completions on loopback until a request count or a time limit is reached, then it prints the
-// aggregate generation rate, time to first token and inter-token latency (p50, p99), and the errors.
+// aggregate generation rate (over the whole run, and over the interval in which every request was
+// streaming: the steady decode rate, as llama-batched-bench reports it), time to first token and
+// inter-token latency (p50, p99), and the errors.
 //
 //	go run ./examples/go/loadgen -url http://127.0.0.1:8080 -c 32 -n 128 -max-tokens 128 -prompt-words 100
 package main
@@ -25,6 +27,7 @@ type result struct {
 	tokens int
 	ttft   time.Duration
 	gaps   []time.Duration
+	times  []time.Time // when each token arrived
 	err    error
 }
 
@@ -136,6 +139,7 @@ func one(client *http.Client, url string, i, words, maxTokens int, temperature f
 			r.gaps = append(r.gaps, now.Sub(last))
 		}
 		last = now
+		r.times = append(r.times, now)
 		r.tokens++
 	}
 	if err := sc.Err(); err != nil {
@@ -152,6 +156,41 @@ func percentile(d []time.Duration, p float64) time.Duration {
 	}
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[int(p*float64(len(d)-1)+0.5)]
+}
+
+// steady is the token rate over the interval in which every successful request was streaming: from the
+// latest first token to the earliest last token (tokens arriving inside it, over its length).
+func steady(all []result) (float64, time.Duration, bool) {
+	var from, to time.Time
+	n := 0
+	for _, r := range all {
+		if r.err != nil || len(r.times) < 2 {
+			continue
+		}
+		if n == 0 || r.times[0].After(from) {
+			from = r.times[0]
+		}
+		if last := r.times[len(r.times)-1]; n == 0 || last.Before(to) {
+			to = last
+		}
+		n++
+	}
+	if n == 0 || !to.After(from) {
+		return 0, 0, false
+	}
+	count := 0
+	for _, r := range all {
+		if r.err != nil {
+			continue
+		}
+		for _, t := range r.times {
+			if t.After(from) && !t.After(to) {
+				count++
+			}
+		}
+	}
+	span := to.Sub(from)
+	return float64(count) / span.Seconds(), span, true
 }
 
 func report(all []result, wall time.Duration, clients int) {
@@ -172,6 +211,11 @@ func report(all []result, wall time.Duration, clients int) {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 	fmt.Printf("clients %d, requests %d, errors %d, wall %.2f s\n", clients, len(all), errs, wall.Seconds())
 	fmt.Printf("tokens %d, aggregate %.1f tok/s\n", tokens, float64(tokens)/wall.Seconds())
+	if rate, span, ok := steady(all); ok {
+		fmt.Printf("while every request streamed: %.1f tok/s over %.2f s\n", rate, span.Seconds())
+	} else {
+		fmt.Println("while every request streamed: no such interval (a request ended before another began)")
+	}
 	fmt.Printf("time to first token: p50 %s, p99 %s\n", ms(percentile(ttft, 0.5)), ms(percentile(ttft, 0.99)))
 	fmt.Printf("inter-token latency: p50 %s, p99 %s\n", ms(percentile(gaps, 0.5)), ms(percentile(gaps, 0.99)))
 }
