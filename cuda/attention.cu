@@ -135,7 +135,7 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
                                                                      const __half* __restrict__ vc, float* __restrict__ part,
                                                                      float* __restrict__ out, int L, int group, int kv_dim,
                                                                      float qscale, int chunk, const int32_t* __restrict__ pos_dev,
-                                                                     int zc, KvMap kv) {
+                                                                     int zc, KvMap kv, __half* __restrict__ out16) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     constexpr int HD = 64 * P, KT = kDecodeTile;
@@ -154,6 +154,7 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
     const int64_t q_dim = static_cast<int64_t>(kv_dim) * group;
     q += row * q_dim;
     out += row * q_dim;
+    if (out16) out16 += row * q_dim;
     part += row * q_dim / HD * gridDim.y * (HD + 2);
     int n_split = gridDim.y;
     if (pos_dev) {  // the launch covers the most chunks: find this length's split
@@ -283,7 +284,11 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
             if (n_split == 1) {
                 const float inv = 1.0f / l[k];
 #pragma unroll
-                for (int e = 0; e < VEC; ++e) out[h * HD + lane * VEC + e] = acc[k][e] * inv;
+                for (int e = 0; e < VEC; ++e) {
+                    const float o = acc[k][e] * inv;
+                    out[h * HD + lane * VEC + e] = o;
+                    if (out16) out16[h * HD + lane * VEC + e] = __float2half_rn(o);
+                }
             } else {
                 float* dst = part + (h * n_split + s) * (HD + 2);
 #pragma unroll
@@ -306,13 +311,15 @@ __global__ __launch_bounds__(kDecodeThreads) void attn_decode_kernel(const float
 constexpr int kCombineThreads = 128;
 __host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
-                                                                      int n_split, int head_dim, const int32_t* __restrict__ pos_dev) {
+                                                                      int n_split, int head_dim, const int32_t* __restrict__ pos_dev,
+                                                                      __half* __restrict__ out16) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     extern __shared__ float weight[];
     const int row = blockIdx.y;  // rows of the launch: consecutive [n_head] blocks of part and out
     part += static_cast<int64_t>(row) * gridDim.x * n_split * (head_dim + 2);
     out += static_cast<int64_t>(row) * gridDim.x * head_dim;
+    if (out16) out16 += static_cast<int64_t>(row) * gridDim.x * head_dim;
     if (pos_dev) {  // n_split is the most chunks; this length's may be fewer
         n_split = decode_split_for(pos_dev[row] + 1, n_split).n_split;
         if (n_split == 1) return;  // the decode kernel wrote the output
@@ -346,6 +353,7 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
         float v = 0.0f;
         for (int s = 0; s < n_split; ++s) v = fmaf(ph[s * stride + d], weight[s], v);
         out[static_cast<int64_t>(h) * head_dim + d] = v * inv;
+        if (out16) out16[static_cast<int64_t>(h) * head_dim + d] = __float2half_rn(v * inv);
     }
 }
 
@@ -360,31 +368,32 @@ int decode_max_splits(int n_head_kv, int rows) {
 // With pos_dev the grid covers max_splits chunks and the kernels find each row's split on the device.
 template <int P, int HW>
 void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
-                   int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
+                   int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv, __half* out16) {
     const int group = n_head / n_head_kv;
     const int max_splits = decode_max_splits(n_head_kv, rows);
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
     check(launch_pdl(attn_decode_kernel<P, HW>, grid, dim3(kDecodeThreads), 0, stream, q, kc, vc, part, out, L, group,
-                     n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv),
+                     n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv, out16),
           "attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
         check(launch_pdl(attn_combine_kernel, dim3(n_head, rows), dim3(kCombineThreads), weight_bytes, stream, part, out, sp.n_split,
-                         64 * P, pos_dev),
+                         64 * P, pos_dev, out16),
               "attention (combine)");
     }
 }
 
 template <int P>
 void launch_decode_heads(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
-                         int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
+                         int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv,
+                         __half* out16 = nullptr) {
     switch ((std::min(n_head / n_head_kv, kDecodeMaxHeads) + 3) / 4) {  // query heads per warp
-        case 1: launch_decode<P, 1>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
-        case 2: launch_decode<P, 2>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
-        case 3: launch_decode<P, 3>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
-        default: launch_decode<P, 4>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv); break;
+        case 1: launch_decode<P, 1>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv, out16); break;
+        case 2: launch_decode<P, 2>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv, out16); break;
+        case 3: launch_decode<P, 3>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv, out16); break;
+        default: launch_decode<P, 4>(q, kc, vc, part, out, L, rows, n_head, n_head_kv, qscale, stream, pos_dev, kv, out16); break;
     }
 }
 
@@ -434,13 +443,14 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
 }
 
 void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
-                           int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv) {
+                           int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv,
+                           __half* out16) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     if (rows <= 0) return;
     if (!pos_dev) fail(MINFER_ERR_INTERNAL, "CUDA attention: decode rows need their positions on the device");
     switch (head_dim) {
-        case 64: launch_decode_heads<1>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv); break;
-        case 128: launch_decode_heads<2>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv); break;
+        case 64: launch_decode_heads<1>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16); break;
+        case 128: launch_decode_heads<2>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16); break;
         default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
     }
 }

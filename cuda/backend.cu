@@ -682,14 +682,14 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
 
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                               const std::vector<int32_t>& pages, int stride, const std::vector<int32_t>& pos,
-                                              int n_head, int n_head_kv, int head_dim) {
+                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16) {
     cuda::Stream stream;
     const int rows = static_cast<int>(pos.size());
     std::vector<int32_t> slots(pos.size());
     for (int r = 0; r < rows; ++r) slots[static_cast<size_t>(r)] = r;
     DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(q.size() * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
         dv(v16.size() * 2, nullptr, "V"), dpos(pos.size() * 4, nullptr, "positions"), dslot(slots.size() * 4, nullptr, "slots"),
-        dpages(pages.size() * 4, nullptr, "page tables"),
+        dpages(pages.size() * 4, nullptr, "page tables"), dout16(out16 ? q.size() * 2 : 0, nullptr, "out16"),
         part(static_cast<uint64_t>(cuda::attention_partial_floats(n_head, n_head_kv, head_dim, rows)) * 4, nullptr, "partials");
     check(cudaMemcpy(dq.as<void>(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload q");
     check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");
@@ -698,16 +698,21 @@ std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const
     check(cudaMemcpy(dslot.as<void>(), slots.data(), slots.size() * 4, cudaMemcpyHostToDevice), "upload slots");
     check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    if (out16) check(cudaMemset(dout16.as<void>(), 0xff, dout16.bytes()), "poison out16");
     inputs_landed();
     cuda::KvMap map;
     map.pages = dpages.as<int32_t>();
     map.slot = dslot.as<int32_t>();
     map.stride = stride;
     cuda::attention_decode_rows(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), rows, dpos.as<int32_t>(), n_head,
-                                n_head_kv, head_dim, part.as<float>(), stream.get(), map);
+                                n_head_kv, head_dim, part.as<float>(), stream.get(), map, out16 ? dout16.as<__half>() : nullptr);
     stream.sync("attention");
     std::vector<float> out(q.size());
     check(cudaMemcpy(out.data(), dout.as<void>(), q.size() * 4, cudaMemcpyDeviceToHost), "download out");
+    if (out16) {
+        out16->resize(q.size());
+        check(cudaMemcpy(out16->data(), dout16.as<void>(), q.size() * 2, cudaMemcpyDeviceToHost), "download out16");
+    }
     return out;
 }
 

@@ -40,6 +40,12 @@
 #include "engine/ops.h"
 #include "engine/testing.h"
 
+// A decode step of many sequences: the attention writes the output projection's f16 input itself (1), or
+// a conversion pass does (0; the A/B knob).
+#ifndef MINFER_ATT_F16_OUT
+#define MINFER_ATT_F16_OUT 1
+#endif
+
 namespace minfer::device {
 namespace {
 
@@ -408,6 +414,7 @@ private:
                 i = j;
             }
         };
+        const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n == 1; });
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
         cuda::KvMap per_token;  // each token's slot from slot_dev
         per_token.pages = pages_.as<int32_t>();
@@ -432,6 +439,9 @@ private:
             }
             cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
+            // A decode step of many sequences (every run one token) whose output projection takes the GEMM:
+            // the attention writes the GEMM's f16 input itself.
+            __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) && all_rows ? gemm_->input16(att, n, q_dim_) : nullptr;
             for (size_t r = 0; r < runs.size();) {
                 const RunDev& run = runs[r];
                 if (run.n > 1) {  // a prefill chunk of one sequence
@@ -448,14 +458,15 @@ private:
                 cuda::KvMap rows_map = per_token;
                 rows_map.slot = slot_dev + run.begin;
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
-                                            pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map);
+                                            pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
+                                            att16 ? att16 + run.begin * q_dim_ : nullptr);
                 r = e;
             }
             if (i8(L.wo)) {
                 cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
             } else {
-                matmul(L.wo, att, x, true);  // x += Wo att
+                matmul(L.wo, att, x, true, att16 != nullptr);  // x += Wo att
             }
 
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);

@@ -154,7 +154,7 @@ private:
 // MINFER_GEMM_NARROW_MAX tokens, joint or single: 0 never; 1 weights without an f16 copy (there it
 // replaces a dequantization pass into the scratch and a GEMM); 2 also q4_K and q8_0 weights that have
 // one; 3 every such weight. 2 and 3 measured slower than 1 (H200, the 7B q4_K_M at 16 to 64 sequences:
-// 0.76-0.81x and 0.52-0.64x the decode rate; docs/perf.md): the kernel dequantizes into a shared f16
+// 0.65-0.81x and 0.52-0.64x the decode rate; docs/perf.md): the kernel dequantizes into a shared f16
 // tile at 360-780 GB/s of quantized bytes, where cuBLAS and the f16 narrow GEMM read the cache at
 // 2.6-4.1 TB/s.
 #ifndef MINFER_GEMM_NARROW_QUANT

@@ -1194,45 +1194,62 @@ TEST_SUITE("cuda") {
     // chunk, many chunks) with shuffled page tables, each row's output poisoned first.
     TEST_CASE("attention decode rows: several sequences in one launch, paged, against float64") {
         const int hd = 128, n_head = 28, n_head_kv = 4;
-        const std::vector<int32_t> lengths = {1, 33, 700, 4096, 2049};
-        const int rows = static_cast<int>(lengths.size()), stride = 4096 / 16;
-        const size_t q_dim = static_cast<size_t>(n_head) * hd, kv_dim = static_cast<size_t>(n_head_kv) * hd;
-        // One pool of pages for all rows, handed out shuffled.
-        int total_pages = 0;
-        for (int L : lengths) total_pages += (L + 15) / 16;
-        std::vector<int32_t> order(static_cast<size_t>(total_pages));
-        for (int i = 0; i < total_pages; ++i) order[static_cast<size_t>(i)] = i;
-        std::shuffle(order.begin(), order.end(), std::mt19937_64(3));
-        std::vector<int32_t> pages(static_cast<size_t>(rows) * stride, -1), pos;
-        size_t next = 0;
-        for (int r = 0; r < rows; ++r) {
-            for (int p = 0; p < (lengths[static_cast<size_t>(r)] + 15) / 16; ++p) pages[static_cast<size_t>(r) * stride + p] = order[next++];
-            pos.push_back(lengths[static_cast<size_t>(r)] - 1);
-        }
-        const size_t pool_rows = static_cast<size_t>(total_pages) * 16;
-        std::vector<float> k = normal(pool_rows * kv_dim, 61), v = normal(pool_rows * kv_dim, 62);
-        std::vector<uint16_t> k16(k.size()), v16(v.size());
-        for (size_t i = 0; i < k.size(); ++i) {
-            k16[i] = quant::f32_to_f16(k[i]);
-            v16[i] = quant::f32_to_f16(v[i]);
-            k[i] = quant::f16_to_f32(k16[i]);
-            v[i] = quant::f16_to_f32(v16[i]);
-        }
-        const std::vector<float> q = normal(static_cast<size_t>(rows) * q_dim, 63, 0.0f, 2.0f);
-        const std::vector<float> out = device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd);
-        for (int r = 0; r < rows; ++r) {
-            CAPTURE(r);
-            const int L = lengths[static_cast<size_t>(r)];
-            auto at = [&](int p, int kvh, int d) {  // row r's pool index of element d of KV head kvh at position p
-                const size_t page = static_cast<size_t>(pages[static_cast<size_t>(r) * stride + p / 16]);
-                return (page * 16 + static_cast<size_t>(p % 16)) * kv_dim + static_cast<size_t>(kvh) * hd + static_cast<size_t>(d);
-            };
-            const std::vector<double> ref = causal_attention_f64(
-                q.data() + static_cast<size_t>(r) * q_dim, 1, L - 1, n_head, n_head_kv, hd, [&](int p, int kvh, int d) { return k[at(p, kvh, d)]; },
-                [&](int p, int kvh, int d) { return v[at(p, kvh, d)]; });
-            const std::vector<float> got(out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * q_dim),
-                                         out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * q_dim));
-            CHECK(rel_l2(got, ref) < 1e-5);
+        // Five rows, and twenty (a step of many sequences: fewer chunks a row), lengths on both sides of the
+        // tile and chunk sizes (one chunk, written by the decode kernel, and several, merged by the
+        // combine); the f16 copy of the output (the output projection's input) is the f32 output
+        // rounded, bit for bit.
+        const std::vector<int32_t> few = {1, 33, 700, 4096, 2049};
+        const std::vector<int32_t> many = {1, 2, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 191, 192, 193, 255, 256, 257, 700, 1500};
+        uint64_t seed = 61;
+        for (const std::vector<int32_t>* lens : {&few, &many}) {
+            const std::vector<int32_t>& lengths = *lens;
+            const int rows = static_cast<int>(lengths.size()), stride = 4096 / 16;
+            CAPTURE(rows);
+            const size_t q_dim = static_cast<size_t>(n_head) * hd, kv_dim = static_cast<size_t>(n_head_kv) * hd;
+            // One pool of pages for all rows, handed out shuffled.
+            int total_pages = 0;
+            for (int L : lengths) total_pages += (L + 15) / 16;
+            std::vector<int32_t> order(static_cast<size_t>(total_pages));
+            for (int i = 0; i < total_pages; ++i) order[static_cast<size_t>(i)] = i;
+            std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 3));
+            std::vector<int32_t> pages(static_cast<size_t>(rows) * stride, -1), pos;
+            size_t next = 0;
+            for (int r = 0; r < rows; ++r) {
+                for (int p = 0; p < (lengths[static_cast<size_t>(r)] + 15) / 16; ++p) pages[static_cast<size_t>(r) * stride + p] = order[next++];
+                pos.push_back(lengths[static_cast<size_t>(r)] - 1);
+            }
+            const size_t pool_rows = static_cast<size_t>(total_pages) * 16;
+            std::vector<float> k = normal(pool_rows * kv_dim, seed), v = normal(pool_rows * kv_dim, seed + 1);
+            std::vector<uint16_t> k16(k.size()), v16(v.size());
+            for (size_t i = 0; i < k.size(); ++i) {
+                k16[i] = quant::f32_to_f16(k[i]);
+                v16[i] = quant::f32_to_f16(v[i]);
+                k[i] = quant::f16_to_f32(k16[i]);
+                v[i] = quant::f16_to_f32(v16[i]);
+            }
+            const std::vector<float> q = normal(static_cast<size_t>(rows) * q_dim, seed + 2, 0.0f, 2.0f);
+            seed += 10;
+            std::vector<uint16_t> out16;
+            const std::vector<float> out =
+                device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd, &out16);
+            REQUIRE(out16.size() == out.size());
+            size_t differ16 = 0;
+            for (size_t i = 0; i < out.size(); ++i) differ16 += out16[i] != quant::f32_to_f16(out[i]);
+            CHECK(differ16 == 0);
+            for (int r = 0; r < rows; ++r) {
+                CAPTURE(r);
+                const int L = lengths[static_cast<size_t>(r)];
+                auto at = [&](int p, int kvh, int d) {  // row r's pool index of element d of KV head kvh at position p
+                    const size_t page = static_cast<size_t>(pages[static_cast<size_t>(r) * stride + p / 16]);
+                    return (page * 16 + static_cast<size_t>(p % 16)) * kv_dim + static_cast<size_t>(kvh) * hd + static_cast<size_t>(d);
+                };
+                const std::vector<double> ref = causal_attention_f64(
+                    q.data() + static_cast<size_t>(r) * q_dim, 1, L - 1, n_head, n_head_kv, hd,
+                    [&](int p, int kvh, int d) { return k[at(p, kvh, d)]; }, [&](int p, int kvh, int d) { return v[at(p, kvh, d)]; });
+                const std::vector<float> got(out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r) * q_dim),
+                                             out.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(r + 1) * q_dim));
+                CHECK(rel_l2(got, ref) < 1e-5);
+            }
         }
     }
 

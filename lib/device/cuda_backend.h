@@ -169,7 +169,8 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
 // The decode attention of `rows` sequences in one launch over a paged cache (k16, v16: [pool rows]
 // [n_head_kv * head_dim]): row r's query q[r] (q: [rows][n_head * head_dim]) at position pos[r] of the
 // sequence whose page table is pages[r * stride ..] (pages of 16 cache rows). Outputs poisoned first.
+// out16: also the output as f16 bit patterns (the launch's f16 copy for the next GEMM).
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                               const std::vector<int32_t>& pages, int stride, const std::vector<int32_t>& pos,
-                                              int n_head, int n_head_kv, int head_dim);
+                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16 = nullptr);
 }  // namespace minfer::device::testing
