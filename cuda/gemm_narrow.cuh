@@ -122,12 +122,8 @@ __device__ __forceinline__ uintptr_t raw_chunk(int fmt, uintptr_t row, int k0, i
     return ((row + uintptr_t(k0 >> 5) * 34) & ~uintptr_t{15}) + 16 * j;
 }
 
-// f16x2 constants (both halves) and the magic-number conversion: byte i of v (0 .. 255) below the f16
-// exponent of 1024 is the exact half 1024 + byte.
-constexpr uint32_t kH2M1024 = 0xE400E400u, kH2M1056 = 0xE420E420u, kH2M1152 = 0xE480E480u;  // -1024, -1056, -1152
-constexpr uint32_t kMagic = 0x64646464u;
-// Bytes 2j and 2j + 1 of v as the halves 1024 + byte (low half first).
-__device__ __forceinline__ uint32_t magic_pair(uint32_t v, int j) { return __byte_perm(v, kMagic, j ? 0x4342u : 0x4140u); }
+// Bytes 2j and 2j + 1 of v as the halves 1024 + byte (low half first; mv::kMagicB).
+__device__ __forceinline__ uint32_t magic_pair(uint32_t v, int j) { return __byte_perm(v, mv::kMagicB, j ? 0x4342u : 0x4140u); }
 // The f16 at a 2-byte-aligned shared address, in both halves.
 __device__ __forceinline__ uint32_t h2_at(const uint8_t* p) {
     const uint32_t h = *reinterpret_cast<const uint16_t*>(p);
@@ -170,12 +166,12 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
         const uint32_t sel = 0x4040u + (c & 1) * 0x0202u;  // sub-block 2c (byte 2 (c & 1)) into both halves; + 0x0101: 2c + 1
         d2 = __byte_perm(h.x, 0, 0x1010u);
         const uint32_t ndmin2 = __byte_perm(h.x, 0, 0x3232u) ^ 0x80008000u;
-        sc_lo = mv::hadd2(__byte_perm(sc, kMagic, sel), kH2M1024);
-        sc_hi = mv::hadd2(__byte_perm(sc, kMagic, sel + 0x0101u), kH2M1024);
-        nsc_lo = mv::hmul2(sc_lo, kH2M1024);
-        nsc_hi = mv::hmul2(sc_hi, kH2M1024);
-        dm_lo = mv::hmul2(mv::hadd2(__byte_perm(mn, kMagic, sel), kH2M1024), ndmin2);  // -f16(dmin m): one rounding of an exact product
-        dm_hi = mv::hmul2(mv::hadd2(__byte_perm(mn, kMagic, sel + 0x0101u), kH2M1024), ndmin2);
+        sc_lo = mv::hadd2(__byte_perm(sc, mv::kMagicB, sel), mv::h2c(-1024.0));
+        sc_hi = mv::hadd2(__byte_perm(sc, mv::kMagicB, sel + 0x0101u), mv::h2c(-1024.0));
+        nsc_lo = mv::hmul2(sc_lo, mv::h2c(-1024.0));
+        nsc_hi = mv::hmul2(sc_hi, mv::h2c(-1024.0));
+        dm_lo = mv::hmul2(mv::hadd2(__byte_perm(mn, mv::kMagicB, sel), mv::h2c(-1024.0)), ndmin2);  // -f16(dmin m): one rounding of an exact product
+        dm_hi = mv::hmul2(mv::hadd2(__byte_perm(mn, mv::kMagicB, sel + 0x0101u), mv::h2c(-1024.0)), ndmin2);
     } else if (fmt == kQ6_K) {
         const uintptr_t b = row + uintptr_t(k0 >> 8) * 210, h = (k0 >> 7) & 1;
         o0 = static_cast<int>((b + 64 * h) & 15);
@@ -218,8 +214,8 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
                 const uint32_t uh = (((w ? b.y : b.x) >> (4 * kp)) & 0x0F0F0F0Fu) | (((h >> (4 * kp + 2)) & 0x03030303u) << 4);
                 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
-                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), kH2M1056), s2_lo);  // (code - 32) f16(d sc)
-                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), kH2M1056), s2_hi);
+                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), mv::h2c(-1056.0)), s2_lo);  // (code - 32) f16(d sc)
+                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), mv::h2c(-1056.0)), s2_hi);
                 }
             }
         } else {
@@ -229,8 +225,8 @@ __device__ __forceinline__ void dequant_rows(int fmt, const uint8_t* raw, uint8_
                 const uint32_t ul = (w ? a.y : a.x) ^ 0x80808080u, uh = (w ? b.y : b.x) ^ 0x80808080u;  // code + 128
                 #pragma unroll
                 for (int j = 0; j < 2; ++j) {
-                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), kH2M1152), sc_lo);
-                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), kH2M1152), sc_hi);
+                    lo[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(ul, j), mv::h2c(-1152.0)), sc_lo);
+                    hi[2 * w + j] = mv::hmul2(mv::hadd2(magic_pair(uh, j), mv::h2c(-1152.0)), sc_hi);
                 }
             }
         }

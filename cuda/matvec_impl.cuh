@@ -41,34 +41,8 @@ constexpr int block_bytes(Type t) {
     }
 }
 
-// f16 bit pattern of v, for constants that f16 holds exactly (normal range, at most 11 significant bits).
-constexpr uint32_t f16_bits(double v) {
-    uint32_t sign = 0;
-    if (v < 0) {
-        sign = 0x8000u;
-        v = -v;
-    }
-    int e = 0;
-    while (v >= 2.0) {
-        v /= 2.0;
-        ++e;
-    }
-    while (v < 1.0) {
-        v *= 2.0;
-        --e;
-    }
-    return sign | static_cast<uint32_t>(e + 15) << 10 | static_cast<uint32_t>((v - 1.0) * 1024.0);
-}
-// Both halves of an f16x2 set to v.
-constexpr uint32_t h2c(double v) { return f16_bits(v) * 0x10001u; }
-static_assert(f16_bits(1024.0) == 0x6400u && f16_bits(-1032.0) == 0xE408u && f16_bits(0.0625) == 0x2C00u &&
-              f16_bits(-72.0) == 0xD480u && f16_bits(-96.0) == 0xD600u && f16_bits(-1152.0) == 0xE480u,
-              "f16 constants");
-
 // 0x6400 is f16 1024.0 (ulp 1): OR-ing a code of up to 10 bits into its mantissa gives 1024 + code exactly.
 constexpr uint32_t kMagic = 0x64006400u;
-// The same exponent byte four times: __byte_perm(bytes, kMagicB, sel) turns chosen bytes b into 1024 + b.
-constexpr uint32_t kMagicB = 0x64646464u;
 
 __device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v))); }
 __device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16))); }
