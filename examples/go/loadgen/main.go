@@ -26,7 +26,6 @@ import (
 type result struct {
 	tokens int
 	ttft   time.Duration
-	gaps   []time.Duration
 	times  []time.Time // when each token arrived
 	err    error
 }
@@ -102,7 +101,6 @@ func one(client *http.Client, url string, i, words, maxTokens int, temperature f
 		return result{err: fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))}
 	}
 	var r result
-	last := t0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
@@ -135,10 +133,7 @@ func one(client *http.Client, url string, i, words, maxTokens int, temperature f
 		now := time.Now()
 		if r.tokens == 0 {
 			r.ttft = now.Sub(t0)
-		} else {
-			r.gaps = append(r.gaps, now.Sub(last))
 		}
-		last = now
 		r.times = append(r.times, now)
 		r.tokens++
 	}
@@ -206,7 +201,9 @@ func report(all []result, wall time.Duration, clients int) {
 		}
 		tokens += r.tokens
 		ttft = append(ttft, r.ttft)
-		gaps = append(gaps, r.gaps...)
+		for i := 1; i < len(r.times); i++ {
+			gaps = append(gaps, r.times[i].Sub(r.times[i-1]))
+		}
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 	fmt.Printf("clients %d, requests %d, errors %d, wall %.2f s\n", clients, len(all), errs, wall.Seconds())
