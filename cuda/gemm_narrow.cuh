@@ -51,6 +51,11 @@ constexpr int kChunks = kBK / 8;  // 16-byte pieces per row of a k-tile
 constexpr int kLd = kBK + 8;      // f16 elements per shared-memory row: 16 bytes of padding, conflict-free ldmatrix
 constexpr int kStages = MINFER_GN_STAGES;
 constexpr int kMaxSegs = 3;
+// Floats per thread that the CTA summing a cut tile loads at once (whole pieces, at least one).
+#ifndef MINFER_GN_SUM_FLOATS
+#define MINFER_GN_SUM_FLOATS 64
+#endif
+static_assert(MINFER_GN_SUM_FLOATS >= 1, "MINFER_GN_SUM_FLOATS is at least 1");
 
 template <int NW>
 constexpr int tile_rows() {
@@ -255,6 +260,7 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
     constexpr int kXRows = 16 * MT, kWRows = tile_rows<NW>();
     constexpr int kS = stages<Q>(), kStageBytes = stage_bytes<MT, NW, Q>(), kWf = kS * kStageBytes;
     constexpr int kAcc = MT * NW * 4;
+    constexpr int kSumBatch = MINFER_GN_SUM_FLOATS / kAcc < 1 ? 1 : MINFER_GN_SUM_FLOATS / kAcc > 8 ? 8 : MINFER_GN_SUM_FLOATS / kAcc;
     const int tid = static_cast<int>(threadIdx.x), warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
     const int cta = static_cast<int>(blockIdx.x);
@@ -429,14 +435,26 @@ __global__ __launch_bounds__(kThreads) void gemm_narrow_kernel(Args a) {
         for (int mt = 0; mt < MT; ++mt)
             #pragma unroll
             for (int nt = 0; nt < NW; ++nt) sum[mt][nt][0] = sum[mt][nt][1] = sum[mt][nt][2] = sum[mt][nt][3] = 0.0f;
-        for (int c = c_first; c <= c_last; ++c) {  // k order
-            const float* p = a.ws + (int64_t{c} * 2 + (tile == c * a.per_cta / kt ? 0 : 1)) * (kAcc * kThreads);
+        // The pieces in k order, kSumBatch of them loaded before any is added: one L2 round trip per batch
+        // instead of per piece (this sum is the tail of the launch), the same additions in the same order.
+        for (int c0 = c_first; c0 <= c_last; c0 += kSumBatch) {
+            float v[kSumBatch][kAcc];
             #pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
+            for (int b = 0; b < kSumBatch; ++b) {
+                const int c = min(c0 + b, c_last);  // past the last piece: its loads again, not added
+                const float* p = a.ws + (int64_t{c} * 2 + (tile == c * a.per_cta / kt ? 0 : 1)) * (kAcc * kThreads);
                 #pragma unroll
-                for (int nt = 0; nt < NW; ++nt)
+                for (int i = 0; i < kAcc; ++i) v[b][i] = __ldcg(p + i * kThreads + tid);
+            }
+            #pragma unroll
+            for (int b = 0; b < kSumBatch; ++b)
+                if (c0 + b <= c_last)
                     #pragma unroll
-                    for (int i = 0; i < 4; ++i) sum[mt][nt][i] += __ldcg(p + ((mt * NW + nt) * 4 + i) * kThreads + tid);
+                    for (int mt = 0; mt < MT; ++mt)
+                        #pragma unroll
+                        for (int nt = 0; nt < NW; ++nt)
+                            #pragma unroll
+                            for (int i = 0; i < 4; ++i) sum[mt][nt][i] += v[b][(mt * NW + nt) * 4 + i];
         }
         store(sum);
         if (tid == 0) a.counters[tile] = 0;  // ready for the next launch
