@@ -51,7 +51,7 @@ constexpr int kChunks = kBK / 8;  // 16-byte pieces per row of a k-tile
 constexpr int kLd = kBK + 8;      // f16 elements per shared-memory row: 16 bytes of padding, conflict-free ldmatrix
 constexpr int kStages = MINFER_GN_STAGES;
 constexpr int kMaxSegs = 3;
-// Floats per thread that the CTA summing a cut tile loads at once (whole pieces, at least one).
+// Floats per thread that the CTA summing a cut tile loads at once, in whole pieces (at least one, at most eight).
 #ifndef MINFER_GN_SUM_FLOATS
 #define MINFER_GN_SUM_FLOATS 64
 #endif
