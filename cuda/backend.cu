@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -108,16 +109,18 @@ namespace {
 void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, int log_level) {
     const auto t0 = std::chrono::steady_clock::now();
     cuda::Stream stream;
+    auto padded = [](uint64_t bytes) { return (bytes + 255) / 256 * 256; };
     uint64_t total = 0, done = 0;
-    for (const engine::Weight& w : weights) total += static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
+    for (const engine::Weight& w : weights) total += padded(static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half));
     report_progress("warm", 0, total);
-    for (const engine::Weight& w : weights) {  // distinct weights (cuda_load)
+    m.w16_arena = DeviceMemory(total, &m.w16_bytes, "f16 weight cache");  // all or nothing: the caller falls back on OUT_OF_MEMORY
+    for (const engine::Weight& w : weights) {  // distinct weights (cuda_load), in its order
         const WeightKey key = m.device_of(w);
         const uint64_t bytes = static_cast<uint64_t>(w.rows * w.cols) * sizeof(__half);
-        DeviceMemory mem(bytes, &m.w16_bytes, "f16 weight cache");
-        cuda::dequant_f16(w.type, key, w.rows, w.cols, mem.as<__half>(), stream.get());
-        m.w16.emplace(key, std::move(mem));
-        done += bytes;
+        __half* copy = reinterpret_cast<__half*>(m.w16_arena.as<uint8_t>() + done);
+        cuda::dequant_f16(w.type, key, w.rows, w.cols, copy, stream.get());
+        m.w16.emplace(key, copy);
+        done += padded(bytes);
         report_progress("warm", done, total);
     }
     stream.sync("warm pass");
@@ -178,6 +181,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         } catch (const Error& e) {
             if (e.status() != MINFER_ERR_OUT_OF_MEMORY) throw;
             m->w16.clear();
+            m->w16_arena = DeviceMemory();
             m->path = PrefillPath::two_pass;
             log_line(log_level, MINFER_LOG_WARN, "CUDA: the f16 weight cache did not fit (%s); using the two-pass path", e.what());
         }
@@ -278,6 +282,29 @@ void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t 
     }
     if (cublas_) cublas_->gemm(a16_.as<__half>(), b, out, n, rows, cols, accumulate);
     else gemm_f16(a16_.as<__half>(), b, out, n, rows, cols, stream_, accumulate);
+}
+
+namespace {
+std::atomic<uint64_t> g_concat_gemms{0};  // device::testing::cuda_concat_gemms
+}  // namespace
+
+bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input) {
+    if (((n <= kNarrowMax ? MINFER_GEMM_CONCAT_NARROW : MINFER_GEMM_CONCAT) & bit) == 0 || nw < 2 || nw > 3 || cols > INT_MAX) return false;
+    const __half* b0 = nullptr;
+    int64_t total = 0;
+    for (int i = 0; i < nw; ++i) {
+        const __half* b = f16_weight(w[i].type, w[i].w);
+        if (!b || narrow_quant(w[i].type, w[i].w, n, cols) || (i > 0 && b != b0 + total * cols)) return false;
+        if (i == 0) b0 = b;
+        total += w[i].rows;
+    }
+    if (total > INT_MAX) return false;
+    prepare_input(x, n, cols, w[0].name, same_input);
+    const int rows = static_cast<int>(total), k = static_cast<int>(cols);
+    if (cublas_) cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
+    else gemm_f16(a16_.as<__half>(), b0, out, n, rows, k, stream_);
+    g_concat_gemms.fetch_add(1, std::memory_order_relaxed);
+    return true;
 }
 
 void PrefillGemm::run_joint(int nw, const Weight* w, int64_t cols, const float* x, int n, float* const* out, bool same_input) {
@@ -578,6 +605,8 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
     check(cudaMemcpy(c.data(), dc.as<void>(), c.size() * 4, cudaMemcpyDeviceToHost), "download C");
     return c;
 }
+
+uint64_t cuda_concat_gemms() { return cuda::g_concat_gemms.load(); }
 
 uint64_t cuda_free_bytes() {
     size_t free_b = 0, total_b = 0;

@@ -15,7 +15,10 @@
 // engine/forward.cpp over cuda/backend.cu's Ops. A chunk of 2 to 8 tokens (a decode step of a few
 // sequences, a short prompt) takes the same launches with the int8 mat-vec over several inputs where the
 // weights have the int8 path (each weight read once for all the tokens, cuda/matvec_impl.cuh); longer
-// chunks take the GEMMs (the f16 weight cache, or dequantization per call). The rows asked for get the final RMSNorm,
+// chunks take the GEMMs (the f16 weight cache, or dequantization per call); on the cache, whose arena holds
+// a layer's q, k and v copies (and its gate and up) back to back, each group is one GEMM whose output rows
+// hold the group's results side by side, read with a row stride by qkv_finish and the SwiGLU (qkv_,
+// gate_up_). The rows asked for get the final RMSNorm,
 // the output projection and the argmax on the GPU; the host receives 8 bytes per row and copies logits
 // only when asked.
 //
@@ -109,11 +112,11 @@ public:
         x_ = f32(nt * c.n_embd, "residual stream");
         xb_ = f32(nt * c.n_embd, "normed activations");
         q_ = f32(nt * q_dim_, "queries");
-        k_ = f32(nt * kv_dim_, "keys");
-        v_ = f32(nt * kv_dim_, "values");
+        // The projections: [nt][q_dim + 2 kv_dim] from one GEMM over the concatenated weights, else keys
+        // and values as two matrices [nt][kv_dim] (q then goes straight to q_).
+        qkv_ = f32(nt * (q_dim_ + 2 * kv_dim_), "q/k/v projections");
         att_ = f32(nt * q_dim_, "attention output");
-        gate_ = f32(nt * c.n_ff, "gate");
-        up_ = f32(nt * c.n_ff, "up");
+        gate_up_ = f32(2 * nt * c.n_ff, "gate and up");  // [nt][2 n_ff] from one GEMM, else gate [nt][n_ff] then up
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
         partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
                        "attention scratch");
@@ -372,8 +375,9 @@ private:
                    std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0) {
         const model::Config& c = c_;
         const float eps = static_cast<float>(c.rms_norm_eps);
-        float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *k = k_.as<float>(), *v = v_.as<float>();
-        float *att = att_.as<float>(), *gate = gate_.as<float>(), *up = up_.as<float>();
+        float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *qkv = qkv_.as<float>();
+        float *k = qkv, *v = k + static_cast<int64_t>(max_tokens_) * kv_dim_;
+        float *att = att_.as<float>(), *gate = gate_up_.as<float>(), *up = gate + static_cast<int64_t>(max_tokens_) * c.n_ff;
         const bool single = n == 1;
         // A few tokens (a decode step of several sequences, a short prompt): the int8 mat-vecs take them all
         // in one read of each weight, where the weights allow; the GEMMs take the rest.
@@ -391,6 +395,14 @@ private:
             int nw = 0;
             for (const Mat* m : ws) w[nw++] = {m->type, m->w, m->rows, m->name};
             gemm_->run_joint(nw, w, ws.begin()[0]->cols, in, n, ys.begin(), true);
+        };
+        // One GEMM over the weights' concatenated f16 copies into `out` (PrefillGemm::run_concat), if it
+        // takes them: bit 1 q/k/v, 2 gate/up.
+        auto gemm_concat = [&](int bit, std::initializer_list<const Mat*> ws, float* out, const float* in) {
+            cuda::PrefillGemm::Weight w[3];
+            int nw = 0;
+            for (const Mat* m : ws) w[nw++] = {m->type, m->w, m->rows, m->name};
+            return gemm_->run_concat(bit, nw, w, ws.begin()[0]->cols, in, n, out, true);
         };
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
@@ -432,12 +444,16 @@ private:
             const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
             cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single || qkv_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
                            qkv_xq ? xq : nullptr);
+            cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
+            } else if (gemm_concat(1, {&L.wq, &L.wk, &L.wv}, qkv, xb)) {
+                const int64_t ld = q_dim_ + 2 * kv_dim_;
+                proj = {qkv, qkv + q_dim_, qkv + q_dim_ + kv_dim_, ld, ld};
             } else {
                 gemm_joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             }
-            cuda::qkv_finish(q, k, v, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
+            cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
             // A decode step of many sequences (every run one token) whose output projection takes the GEMM:
             // the attention writes the GEMM's f16 input itself.
@@ -482,16 +498,21 @@ private:
                     cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
                 }
             } else {
+                int64_t ld = c.n_ff;  // of gate and up
+                float* u = up;
                 if (gate_up_few) {
                     joint({&L.gate, &L.up}, {gate, up}, xb);
+                } else if (gemm_concat(2, {&L.gate, &L.up}, gate, xb)) {
+                    ld = 2 * int64_t{c.n_ff};
+                    u = gate + c.n_ff;
                 } else {
                     gemm_joint({&L.gate, &L.up}, {gate, up}, xb);
                 }
-                if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized per token
+                if (i8(L.down) && ld == c.n_ff) {  // x += W_down h, h = silu(gate) * up quantized per token
                     cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);
                     cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
                 } else {
-                    cuda::swiglu_f16(gate, up, gemm_->input16(gate, n, c.n_ff), int64_t{n} * c.n_ff, s());
+                    cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, gemm_->input16(gate, n, c.n_ff), s());
                     matmul(L.down, gate, x, true, true);  // x += W_down h
                 }
             }
@@ -541,7 +562,7 @@ private:
     cuda::Stream stream_;
     DeviceMemory k_cache_, v_cache_;  // [n_layer][kv_rows][n_head_kv * head_dim] f16
     DeviceMemory pages_;              // [n_seq][kv_.max_table()] the page tables
-    DeviceMemory x_, xb_, q_, k_, v_, att_, gate_, up_, logits_, partial_;
+    DeviceMemory x_, xb_, q_, qkv_, att_, gate_up_, logits_, partial_;
     DeviceMemory xq_;      // the int8 mat-vecs' quantized input (int8_ only)
     DeviceMemory batch_;   // [4][max_tokens]: a chunk's token ids, positions, slots and output rows
     DeviceMemory io_;      // the decode step's token, position, slot and output row

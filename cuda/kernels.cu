@@ -283,8 +283,9 @@ __global__ void rope_kernel(float* x, int n, int n_heads, int head_dim, int pos0
 // One warp per (token, head) of q, k and v: the bias, the per-head RMS norm (q and k), NeoX RoPE (q and
 // k) at the token's position, then q in place and k, v as f16 into the cache rows of their positions.
 // The same roundings as add_bias, rms_norm, rope and store_kv one after another.
-__global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v, int n,
-                                  int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk, const float* bv,
+__global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k, const float* __restrict__ v, int64_t ld_q,
+                                  int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
+                                  const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
                                   int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
@@ -297,7 +298,7 @@ __global__ void qkv_finish_kernel(float* __restrict__ q, const float* __restrict
     const int kind = u < n_head ? 0 : u < n_head + n_head_kv ? 1 : 2;  // q, k, v
     const int head = kind == 0 ? u : kind == 1 ? u - n_head : u - n_head - n_head_kv;
     const int64_t kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
-    const float* src = kind == 0 ? q + static_cast<int64_t>(t) * n_head * head_dim : (kind == 1 ? k : v) + t * kv_dim;
+    const float* src = kind == 0 ? q_in + t * ld_q : (kind == 1 ? k : v) + t * ld_kv;
     src += static_cast<int64_t>(head) * head_dim;
     const float* bias = kind == 0 ? bq : kind == 1 ? bk : bv;
     const float* norm = kind == 0 ? q_norm : kind == 1 ? k_norm : nullptr;
@@ -371,11 +372,13 @@ __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __ha
 // silu(g) * u as f16 only: the input of the down projection's GEMM (the f32 product is not needed).
 __device__ __forceinline__ float silu_times(float x, float u) { return x / (1.0f + expf(-x)) * u; }
 
-__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t n, bool vec) {
-    const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
-    if (i < n)
-        store4_f16(out, i, n, vec, [&](int64_t at) {
-            const float4 x = load4(g, at, n, vec), y = load4(u, at, n, vec);
+// Row blockIdx.y: width elements of g and u from row * ld on, out from row * width on.
+__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t width, int64_t ld, bool vec) {
+    const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x), row = blockIdx.y;
+    g += row * ld, u += row * ld, out += row * width;
+    if (i < width)
+        store4_f16(out, i, width, vec, [&](int64_t at) {
+            const float4 x = load4(g, at, width, vec), y = load4(u, at, width, vec);
             return make_float4(silu_times(x.x, y.x), silu_times(x.y, y.y), silu_times(x.z, y.z), silu_times(x.w, y.w));
         });
 }
@@ -479,13 +482,16 @@ void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, 
     check_launch("store_kv");
 }
 
-void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
-                const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
-                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream) {
+void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
+                const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
+                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream) {
     if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
+    const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
+    if (in.ld_q < q_dim || in.ld_kv < kv_dim || (in.q == q && in.ld_q != q_dim))
+        fail(MINFER_ERR_INTERNAL, "qkv_finish: row strides %lld, %lld", static_cast<long long>(in.ld_q), static_cast<long long>(in.ld_kv));
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
-    check(launch_pdl(qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, q, k, v, n, n_head, n_head_kv, head_dim, bq,
-                     bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv),
+    check(launch_pdl(qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, in.q, in.k, in.v, in.ld_q, in.ld_kv, q, n,
+                     n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv),
           "qkv_finish");
 }
 
@@ -500,8 +506,13 @@ void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {
     check_launch("swiglu");
 }
 
-void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream) {
-    swiglu_f16_kernel<<<vec_blocks(n), kVecThreads, 0, stream>>>(gate, up, out, n, vec_ok(gate, up, out));
+void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream) { swiglu_f16_rows(gate, up, 1, n, n, out, stream); }
+
+void swiglu_f16_rows(const float* gate, const float* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream) {
+    if (rows <= 0 || width <= 0) return;
+    if (rows > 65535) fail(MINFER_ERR_INTERNAL, "swiglu_f16: %d rows", rows);
+    const bool vec = vec_ok(gate, up, out) && (rows == 1 || (ld % kVec == 0 && width % kVec == 0));
+    swiglu_f16_kernel<<<dim3(vec_blocks(width), static_cast<unsigned>(rows)), kVecThreads, 0, stream>>>(gate, up, out, width, ld, vec);
     check_launch("swiglu_f16");
 }
 

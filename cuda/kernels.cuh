@@ -109,14 +109,24 @@ void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, 
 // (read on the device) or, with pos_dev null, pos0 + t: q += bq, k += bk, v += bv (null: none), per-head
 // RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written in
 // place and k, v as f16 into the cache rows kv_row(kv, t, position) (caches of one layer). head_dim <= 128.
-void qkv_finish(float* q, const float* k, const float* v, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
-                const float* bk, const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq,
-                int pos0, const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream);
+// The projections as the GEMMs left them: token t's q at in.q + t * in.ld_q, its k and v likewise at
+// in.ld_kv (three matrices, or one [n][q_dim + 2 kv_dim] of a GEMM over the concatenated weights); q,
+// rotated, goes to `q` ([n][n_head * head_dim]; in.q itself when ld_q is q's width).
+struct QkvIn {
+    const float *q, *k, *v;
+    int64_t ld_q, ld_kv;
+};
+void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
+                const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
+                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream);
 // out[i][:] = x[rows[i]][:] for i < n (rows on the device), dim floats per row.
 void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream);
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
 // out = f16(silu(gate) * up): the swiglu product as a GEMM's input, gate left as it was.
 void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream);
+// The same over `rows` rows of `width` elements: row r of gate and up from r * ld on (the gate/up GEMM over
+// the concatenated weights: up = gate + n_ff, ld = 2 n_ff), out [rows][width].
+void swiglu_f16_rows(const float* gate, const float* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
 // Attention of one layer over one sequence. q: [n][n_head * head_dim] (token t at position pos0 + t),

@@ -106,12 +106,17 @@ public:
     bool use_cublas = false;
     double warm_ms = 0.0;
     // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
-    // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only.
-    std::unordered_map<WeightKey, cuda::DeviceMemory> w16;
+    // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only. The
+    // copies lie in one allocation in the order the warm pass takes the weights (each layer's q, k, v, o,
+    // gate, up, down), each on a 256-byte boundary: where a copy's bytes are a multiple of 256, the next
+    // one follows it directly, so a layer's q, k and v (and its gate and up) form one matrix of their rows
+    // together, which PrefillGemm::run_concat multiplies in one GEMM (it checks the adjacency itself).
+    cuda::DeviceMemory w16_arena;
+    std::unordered_map<WeightKey, const __half*> w16;
 
     const __half* w16_of(WeightKey key) const {
         auto it = w16.find(key);
-        return it == w16.end() ? nullptr : it->second.as<__half>();
+        return it == w16.end() ? nullptr : it->second;
     }
 
     WeightKey device_of(const engine::Weight& w) const {
@@ -161,6 +166,19 @@ private:
 #define MINFER_GEMM_NARROW_QUANT 1
 #endif
 static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "MINFER_GEMM_NARROW_QUANT is 0 to 3");
+// One GEMM over a layer's concatenated f16 copies (PrefillGemm::run_concat) instead of one a matrix (or
+// the narrow GEMM's joint launch): bit 1 q, k and v, bit 2 gate and up; MINFER_GEMM_CONCAT for steps of
+// more than MINFER_GEMM_NARROW_MAX tokens (prefill), MINFER_GEMM_CONCAT_NARROW for steps up to it (a
+// decode step of many sequences). Measured on the H200 (docs/perf.md, 2026-12-02 night; the 7B q4_K_M,
+// 32 sequences): q/k/v 12.2 us as one cuBLAS GEMM against 19.4 us in the narrow GEMM, gate/up 75.7 us
+// against 2 x 39.5; decode of 16 / 32 / 64 sequences +3% / +6% / +7% with both (3), less with either
+// alone; prefill of 512 and 2,048 tokens within noise.
+#ifndef MINFER_GEMM_CONCAT
+#define MINFER_GEMM_CONCAT 3
+#endif
+#ifndef MINFER_GEMM_CONCAT_NARROW
+#define MINFER_GEMM_CONCAT_NARROW 3
+#endif
 
 namespace minfer::cuda {
 
@@ -192,6 +210,11 @@ public:
         const char* name;
     };
     void run_joint(int nw, const Weight* w, int64_t cols, const float* x, int n, float* const* out, bool same_input);
+    // out = x [W_0; W_1; ...]^T as one GEMM: [n][the weights' rows together], token t's outputs of W_i at
+    // columns rows_0 + ... + rows_{i-1} on, where 2 or 3 weights of one width have f16 copies (or are f16)
+    // lying back to back in that order (the f16 cache's arena) and `bit` is set in the knob for n tokens
+    // (MINFER_GEMM_CONCAT, _NARROW); false, having done nothing, otherwise.
+    bool run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands.
     __half* input16(const float* x, int n, int64_t cols);

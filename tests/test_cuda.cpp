@@ -797,18 +797,35 @@ struct WholeModelComparison {
 // The model on the GPU, fed single tokens at positions 0 and 1, a 108-token prefill, a 5-token chunk, a
 // single token at 115, then `decode_steps` greedy decode steps (each must pick the argmax of the logits before it); after
 // each, the logits against the reference on the tokens fed so far.
-std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps) {
+struct OptionScope {  // sets process defaults for one test and restores them
+    std::vector<std::pair<std::string, std::string>> saved;
+    void set(const char* key, const char* value) {
+        char old[64];
+        REQUIRE(minfer_get_option(nullptr, key, old, sizeof old, nullptr) == MINFER_OK);
+        saved.emplace_back(key, old);
+        REQUIRE(minfer_set_option(nullptr, key, value) == MINFER_OK);
+    }
+    ~OptionScope() {
+        for (auto it = saved.rbegin(); it != saved.rend(); ++it) minfer_set_option(nullptr, it->first.c_str(), it->second.c_str());
+    }
+};
+
+// `chunks`: the prefill calls before the decode steps, in tokens.
+std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
+                                                    std::initializer_list<size_t> chunks = {1, 1, 108, 5, 1}) {
     const auto file = minfer::gguf::File::open(path);
     minfer_model* mg = open_on(path, "cuda");
     const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(mg));
     minfer_context* cg = nullptr;
     REQUIRE_MESSAGE(minfer_context_create(mg, &cg) == MINFER_OK, minfer_last_error());
     std::mt19937 rng(5);
-    std::vector<int32_t> toks(116);
+    size_t total = 0;
+    for (size_t n : chunks) total += n;
+    std::vector<int32_t> toks(total);
     for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
     std::vector<WholeModelComparison> out;
     std::vector<int32_t> fed;
-    for (size_t n : {size_t{1}, size_t{1}, size_t{108}, size_t{5}, size_t{1}}) {
+    for (size_t n : chunks) {
         REQUIRE_MESSAGE(minfer_prefill(cg, toks.data() + fed.size(), n) == MINFER_OK, minfer_last_error());
         fed.insert(fed.end(), toks.begin() + static_cast<long>(fed.size()), toks.begin() + static_cast<long>(fed.size() + n));
         out.push_back({"position " + std::to_string(fed.size() - 1),
@@ -851,6 +868,36 @@ TEST_SUITE("cuda") {
                     MESSAGE(preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
                     CHECK(c.err < kCudaBound);
                 }
+            }
+    }
+
+    // The f16 cache's arena puts a layer's q, k and v copies (and its gate and up) back to back, and the
+    // prefill and batch steps multiply each group as one matrix (PrefillGemm::run_concat), their outputs
+    // interleaved per token ([n][q + k + v], [n][gate + up]) for qkv_finish and the SwiGLU to read with a
+    // row stride. Chunks of 40 tokens (the knob for steps of up to 64 tokens) and 108 (for longer ones), the
+    // 5-token chunk where the weights lack the int8 mat-vec (f32), against float64 as above; the hook
+    // counts the concatenated GEMMs, so the test fails if the route is not taken. A stride or offset
+    // wrong by a row or a matrix mixes q with k or gate with up: errors of order 1.
+    TEST_CASE("whole models on the f16 cache: q/k/v and gate/up as one GEMM each over concatenated copies, against float64") {
+        OptionScope scope;
+        scope.set("w16_cache", "on");
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
+            for (const std::string mix : {"f32", "q8_0", "q4_K_M"}) {
+                CAPTURE(preset);
+                CAPTURE(mix);
+                const std::string path = synth_model(preset, mix);
+                minfer_model* m = open_on(path, "cuda");
+                REQUIRE(std::string(minfer_model_prefill_path(m)) == "w16_cache");
+                const uint64_t layers = static_cast<uint64_t>(minfer_model_n_layer(m));
+                minfer_close(m);
+                const uint64_t before = device::testing::cuda_concat_gemms();
+                for (const WholeModelComparison& c : cuda_vs_reference(path, 4, {1, 40, 108, 5, 1})) {
+                    CAPTURE(c.what);
+                    MESSAGE(preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
+                    CHECK(c.err < kCudaBound);
+                }
+                // q/k/v and gate/up of every layer in the 40- and the 108-token chunk at least
+                CHECK(device::testing::cuda_concat_gemms() - before >= 4 * layers);
             }
     }
 
@@ -1474,19 +1521,6 @@ TEST_SUITE("cuda") {
 }
 
 namespace {
-
-struct OptionScope {  // sets process defaults for one test and restores them
-    std::vector<std::pair<std::string, std::string>> saved;
-    void set(const char* key, const char* value) {
-        char old[64];
-        REQUIRE(minfer_get_option(nullptr, key, old, sizeof old, nullptr) == MINFER_OK);
-        saved.emplace_back(key, old);
-        REQUIRE(minfer_set_option(nullptr, key, value) == MINFER_OK);
-    }
-    ~OptionScope() {
-        for (auto it = saved.rbegin(); it != saved.rend(); ++it) minfer_set_option(nullptr, it->first.c_str(), it->second.c_str());
-    }
-};
 
 struct Run {
     std::vector<float> prefill_logits, decode_logits;

@@ -145,6 +145,8 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
                                  const std::vector<float>* c0 = nullptr, bool narrow = false, int parts = 1,
                                  const std::vector<uint8_t>* bq = nullptr, int32_t bq_type = 0);
+// GEMMs over concatenated f16 copies (PrefillGemm::run_concat) issued in this process so far.
+uint64_t cuda_concat_gemms();
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode

@@ -49,6 +49,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>&, const std::v
                                          int, bool) {
     no_cuda();
 }
+uint64_t cuda_concat_gemms() { no_cuda(); }
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
                                               const std::vector<int32_t>&, int, const std::vector<int32_t>&, int, int, int,
                                               std::vector<uint16_t>*) {
