@@ -2,8 +2,6 @@
 // checked against the CPU backend in tests/test_cuda.cpp.
 #include "cuda/kernels.cuh"
 
-#include <mma.h>
-
 #include <algorithm>
 #include <cmath>
 
@@ -76,111 +74,6 @@ __device__ __forceinline__ float4 load4(const float* p, int64_t i, int64_t n, bo
 __global__ void to_f16_kernel(const float* x, __half* y, int64_t n, bool vec) {
     const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
     if (i < n) store4_f16(y, i, n, vec, [&](int64_t at) { return load4(x, at, n, vec); });
-}
-
-// ---- f16 tensor-core GEMM ------------------------------------------------------------------------------
-// C[M][N] = A[M][K] · B[N][K]^T. A block of 4 warps computes a 64x64 tile of C, each warp a 32x32 quarter
-// as 2x2 WMMA 16x16x16 fragments. K advances in steps of 32; the next step's A and B tiles are copied to
-// shared memory with cp.async while the current one is multiplied (two stages). Rows beyond M or N and
-// columns beyond K are zero-filled by the copy (src-size 0), so any M and N work; K % 8 == 0 keeps every
-// 16-byte chunk entirely inside or outside the matrix.
-constexpr int kBM = 64, kBN = 64, kBK = 32, kLds = kBK + 8;  // row stride in halves (80 bytes)
-
-// B tile loaders: write rows n0 .. n0+63, columns k0 .. k0+31 of B as f16 into a shared tile of row
-// stride kLds, zeros outside the matrix. Thread `tid` of 128 writes two 8-element chunks.
-struct LoadF16 {  // B is f16 [N][K] in device memory: asynchronous copies (cp.async)
-    const __half* b;
-    __device__ void operator()(__half* tile, int n0, int k0, int N, int K, int tid) const {
-        for (int i = 0; i < 2; ++i) {
-            const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8, gk = k0 + kc;
-            const bool valid = n0 + r < N && gk < K;
-            cp_async16(&tile[r * kLds + kc], valid ? b + static_cast<int64_t>(n0 + r) * K + gk : b, valid);
-        }
-    }
-};
-// The fused path: B is the quantized weight itself. Each chunk is dequantized in registers by the same
-// deq8 as the standalone dequant kernel and rounded by the same __float2half_rn, so the tile holds
-// exactly the values the two-pass path would have read from its f16 scratch.
-template <Type T>
-struct LoadQuant {
-    const uint8_t* w;
-    __device__ void operator()(__half* tile, int n0, int k0, int N, int K, int tid) const {
-        for (int i = 0; i < 2; ++i) {
-            const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8, gk = k0 + kc;
-            __align__(16) __half h[8];
-            if (n0 + r < N && gk < K) {
-                float y[8];
-                deq8<T>(w + static_cast<int64_t>(n0 + r) * row_bytes_of<T>(K), gk, y);
-                for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(y[j]);
-            } else {
-                for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(0.0f);
-            }
-            *reinterpret_cast<uint4*>(&tile[r * kLds + kc]) = *reinterpret_cast<const uint4*>(h);
-        }
-    }
-};
-
-template <class LoadB>
-__global__ __launch_bounds__(128) void gemm_f16_kernel(const __half* __restrict__ a, LoadB load_b,
-                                                       float* __restrict__ c, int M, int N, int K, bool accumulate) {
-    using namespace nvcuda;
-    __shared__ __align__(128) __half as[2][kBM * kLds];
-    __shared__ __align__(128) __half bs[2][kBN * kLds];
-    __shared__ __align__(128) float cs[4][16 * 16];
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-    const int wm = warp / 2, wn = warp % 2;
-    const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
-
-    auto load = [&](int k0, int stage) {
-        for (int i = 0; i < 2; ++i) {
-            const int chunk = tid + 128 * i, r = chunk / 4, kc = (chunk % 4) * 8;
-            const int gk = k0 + kc;
-            const bool va = m0 + r < M && gk < K;
-            cp_async16(&as[stage][r * kLds + kc], va ? a + static_cast<int64_t>(m0 + r) * K + gk : a, va);
-        }
-        load_b(bs[stage], n0, k0, N, K, tid);
-    };
-
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
-    for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 2; ++j) wmma::fill_fragment(acc[i][j], 0.0f);
-
-    const int k_tiles = (K + kBK - 1) / kBK;
-    load(0, 0);
-    cp_async_commit();
-    for (int kt = 0; kt < k_tiles; ++kt) {
-        if (kt + 1 < k_tiles) load((kt + 1) * kBK, (kt + 1) & 1);
-        cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();
-        const __half* at = as[kt & 1];
-        const __half* bt = bs[kt & 1];
-        for (int kk = 0; kk < kBK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
-            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
-            for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], at + (wm * 32 + i * 16) * kLds + kk, kLds);
-            for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], bt + (wn * 32 + j * 16) * kLds + kk, kLds);
-            for (int i = 0; i < 2; ++i)
-                for (int j = 0; j < 2; ++j) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
-        }
-        __syncthreads();
-    }
-
-    for (int i = 0; i < 2; ++i)
-        for (int j = 0; j < 2; ++j) {
-            wmma::store_matrix_sync(cs[warp], acc[i][j], 16, wmma::mem_row_major);
-            __syncwarp();
-            const int r0 = m0 + wm * 32 + i * 16, c0 = n0 + wn * 32 + j * 16;
-            for (int e = lane; e < 256; e += 32) {
-                const int r = r0 + e / 16, col = c0 + e % 16;
-                if (r < M && col < N) {
-                    float& out = c[static_cast<int64_t>(r) * N + col];
-                    out = accumulate ? out + cs[warp][e] : cs[warp][e];
-                }
-            }
-            __syncwarp();
-        }
 }
 
 // ---- element-wise and normalization -------------------------------------------------------------------
@@ -424,24 +317,6 @@ void embed_rows(Type t, const void* table, int64_t cols, const int32_t* tokens, 
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
     to_f16_kernel<<<vec_blocks(n), kVecThreads, 0, stream>>>(x, y, n, vec_ok(x, x, y));
     check_launch("to_f16");
-}
-
-void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate) {
-    if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_f16: K = %d is not a multiple of 8", k);
-    const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
-    gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadF16{b}, c, m, n, k, accumulate);
-    check_launch("gemm_f16");
-}
-
-void gemm_fused(Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate) {
-    if (k % 8 != 0) fail(MINFER_ERR_INTERNAL, "gemm_fused: K = %d is not a multiple of 8", k);
-    const dim3 grid(blocks_for(n, kBN), blocks_for(m, kBM));
-    const bool known = dispatch_type(t, [&](auto tag) {
-        gemm_f16_kernel<<<grid, 128, 0, stream>>>(a, LoadQuant<decltype(tag)::value>{static_cast<const uint8_t*>(w)}, c, m, n, k,
-                                                  accumulate);
-    });
-    if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA fused GEMM: tensor type %d", static_cast<int>(t));
-    check_launch("gemm_fused");
 }
 
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16,

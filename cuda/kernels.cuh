@@ -60,9 +60,10 @@ void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, 
                       cudaStream_t stream);
 // y[i] = f16(x[i]).
 void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream);
-// C[m][n] = sum_k A[m][k] * B[n][k]: f16 inputs, f32 accumulation and output, tensor cores (64x64 tiles,
-// cp.async double buffering). K must be a multiple of 8; M and N are arbitrary. With accumulate, C[m][n] +=
-// the sum (a residual add in the epilogue).
+// C[m][n] = sum_k A[m][k] * B[n][k]: f16 inputs, f32 accumulation and output, tensor cores (cuda/gemm.cu,
+// cuda/gemm_tc.cuh: 128- or 256-token by 128-row tiles, cp.async stages, wgmma on sm_90a). K must be a
+// multiple of 8 and A and B 16-byte aligned; M and N are arbitrary. With accumulate, C[m][n] += the sum
+// (a residual add in the epilogue).
 void gemm_f16(const __half* a, const __half* b, float* c, int m, int n, int k, cudaStream_t stream, bool accumulate = false);
 // The narrow GEMM (cuda/gemm_narrow.cu): y_i[t][r] = sum_k x[t][k] * w_i[r][k] (accumulate: +=) for m <=
 // kNarrowMaxTokens tokens and nseg (1 to 3) f16 weights of the same width k that share x (q, k, v; gate,
@@ -89,7 +90,8 @@ bool gemm_narrow_quant_supports(quant::Type t, int64_t k);
 void gemm_narrow_quant(const __half* x, int m, int64_t k, int nseg, const quant::Type* types, const void* const* w, const int64_t* rows,
                        float* const* y, bool accumulate, const NarrowScratch& scratch, cudaStream_t stream);
 // The fused dequant-in-GEMM: as gemm_f16 with B = dequant(w) ([n] rows of k elements of type t), each B
-// tile dequantized in registers as it is staged; bit-identical to dequant_f16 followed by gemm_f16.
+// k-tile dequantized into shared memory as the GEMM runs (q4_K, q6_K, q8_0 from the raw bytes its stages
+// bring, other types from global memory); bit-identical to dequant_f16 followed by gemm_f16.
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream,
                 bool accumulate = false);
 

@@ -30,7 +30,7 @@ constexpr Def kTable[] = {
     {Id::w16_enable_bytes, "w16_enable_bytes", MINFER_OPTION_BYTES, MINFER_OPTION_SCOPE_LOAD, "2147483648", 0,
      int64_t{1} << 50, "", "Size gate of w16_cache=auto: warm only when quantized matmul weights total at least this."},
     {Id::fused_b, "fused_b", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "false", 0, 0, "",
-     "Prefill GEMM dequantizes weight tiles in registers (CUDA): no f16 cache and no scratch."},
+     "Prefill GEMM dequantizes weight tiles in shared memory as it runs (CUDA): no f16 cache and no scratch."},
     {Id::mmq, "mmq", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|on|off",
      "Int8 matmul path for quantized prefill (CUDA; not built yet: on only keeps the f16 cache off)."},
     {Id::gemm, "gemm", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|own|cublas",

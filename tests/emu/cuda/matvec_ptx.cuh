@@ -57,6 +57,9 @@ struct uint2 {
 struct uint4 {
     uint32_t x, y, z, w;
 };
+struct float2 {
+    float x, y;
+};
 struct float4 {
     float x, y, z, w;
 };
@@ -66,6 +69,7 @@ struct int4 {
 inline int2 make_int2(int x, int y) { return {x, y}; }
 inline uint2 make_uint2(uint32_t x, uint32_t y) { return {x, y}; }
 inline uint4 make_uint4(uint32_t x, uint32_t y, uint32_t z, uint32_t w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 struct __half {
     uint16_t bits;
@@ -95,6 +99,7 @@ inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
 // FMA contraction).
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline long min(long a, long b) { return a < b ? a : b; }
