@@ -123,11 +123,13 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda_prefill_f16_gemm_parity: the tensor-core GEMMs against a float64 reference") {
-        // Shapes that are not multiples of the 64x64 tile nor of the 32-deep K step; for the narrow GEMM (m <=
-        // 64) rows off its 64- and 128-row tiles, widths off its 64-wide k-tile, B as one matrix and as three
-        // (q, k, v in one launch), and shapes whose work splits tiles into pieces across CTAs.
+        // Shapes that are not multiples of the 128x128 tile nor of the 64-deep k-tile; one large enough for the
+        // 256-token tiles (cuda/gemm.cu takes them where their grid has a CTA per SM: 3 x 80 here); for the
+        // narrow GEMM (m <= 64) rows off its 64- and 128-row tiles, widths off its 64-wide k-tile, B as one
+        // matrix and as three (q, k, v in one launch), and shapes whose work splits tiles into pieces across CTAs.
         const int shapes[][3] = {{1, 1, 8},     {2, 67, 40},    {67, 131, 264},  {130, 70, 96},   {64, 64, 64},
-                                 {300, 257, 1000}, {9, 200, 136}, {17, 520, 3584}, {40, 1000, 1000}, {64, 1200, 3584}};
+                                 {300, 257, 1000}, {520, 10240, 264}, {9, 200, 136}, {17, 520, 3584}, {40, 1000, 1000},
+                                 {64, 1200, 3584}};
         uint64_t seed = 100;
         for (const auto& s : shapes) {
             const int m = s[0], n = s[1], k = s[2];
@@ -1446,9 +1448,12 @@ std::vector<uint8_t> benign_blocks(Type t, int64_t rows, int64_t cols, uint64_t 
 struct GpuModel {  // one CUDA model over a file, with the Ops of one context
     std::shared_ptr<device::CudaModel> model;
     std::unique_ptr<Ops> ops;
-    GpuModel(const minfer::gguf::File& f, const device::CudaSettings& s) {
+    // n_ff and max_tokens size the scratch: the widest weight the two-pass path dequantizes is n_ff x 1024.
+    GpuModel(const minfer::gguf::File& f, const device::CudaSettings& s, int n_ff = 1024, int max_tokens = 256) {
         model = device::cuda_load(f, all_tensors(f), s, 0);
-        ops = device::cuda_make_ops(model, op_config(128), 256, 256, 256);
+        minfer::model::Config c = op_config(128);
+        c.n_ff = n_ff;
+        ops = device::cuda_make_ops(model, c, 256, 256, max_tokens);
         ops->begin(0);
     }
     std::vector<float> matmul(const Weight& w, const std::vector<float>& x, int n) {
@@ -1479,15 +1484,25 @@ TEST_SUITE("cuda") {
                 w.add_tensor(name, static_cast<int32_t>(t), std::span<const int64_t>(dims, 2), bytes);
                 names.push_back(name);
             }
+        // Tall matrices, so that 300 tokens take the 256-token tiles (cuda/gemm.cu: 2 x 80 CTAs) on the formats
+        // dequantized from raw stages (q4_K, q6_K, q8_0) and one dequantized from global memory (q5_K).
+        std::vector<std::string> tall;
+        for (Type t : {Type::Q4_K, Type::Q6_K, Type::Q8_0, Type::Q5_K}) {
+            const std::string name = std::string(name_of(t)) + "_tall";
+            const int64_t dims[2] = {512, 10240};
+            w.add_tensor(name, static_cast<int32_t>(t), std::span<const int64_t>(dims, 2), benign_blocks(t, 10240, 512, seed++));
+            tall.push_back(name);
+        }
         auto file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
-        GpuModel two_pass(*file, settings(minfer::options::kOff));
-        GpuModel fused(*file, settings(minfer::options::kOff, true));
-        GpuModel cached(*file, settings(minfer::options::kOn));
+        // Scratch for the tall matrices' 10240 x 512 weights and 300 tokens.
+        GpuModel two_pass(*file, settings(minfer::options::kOff), 10240, 512);
+        GpuModel fused(*file, settings(minfer::options::kOff, true), 10240, 512);
+        GpuModel cached(*file, settings(minfer::options::kOn), 10240, 512);
         REQUIRE(device::cuda_prefill_path(*two_pass.model) == device::PrefillPath::two_pass);
         REQUIRE(device::cuda_prefill_path(*fused.model) == device::PrefillPath::fused);
         REQUIRE(device::cuda_prefill_path(*cached.model) == device::PrefillPath::w16_cache);
         CHECK(device::cuda_vram(*fused.model).w16_cache == 0);
-        CHECK(device::cuda_vram(*cached.model).w16_cache == uint64_t{8} * 67 * (256 + 768) * 2);  // 8 types, f16
+        CHECK(device::cuda_vram(*cached.model).w16_cache == uint64_t{8} * 67 * (256 + 768) * 2 + uint64_t{4} * 10240 * 512 * 2);  // f16
         for (const std::string& name : names) {
             CAPTURE(name);
             const Weight wt = Weight::of(file->find_tensor(name));
@@ -1516,6 +1531,15 @@ TEST_SUITE("cuda") {
                     CHECK(std::sqrt(num / den) < (wt.type == Type::Q8_0 ? 1e-5 : 1e-3));
                 }
             }
+        }
+        for (const std::string& name : tall) {
+            CAPTURE(name);
+            const Weight wt = Weight::of(file->find_tensor(name));
+            const auto x = normal(static_cast<size_t>(300 * wt.cols), seed++);
+            const auto a = two_pass.matmul(wt, x, 300), b = fused.matmul(wt, x, 300), c = cached.matmul(wt, x, 300);
+            for (float v : a) REQUIRE(std::isfinite(v));
+            CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(a.data(), c.data(), a.size() * sizeof(float)) == 0);
         }
     }
 }
