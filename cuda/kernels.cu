@@ -174,7 +174,7 @@ __global__ void rope_kernel(float* x, int n, int n_heads, int head_dim, int pos0
 }
 
 // One warp per (token, head) of q, k and v: the bias, the per-head RMS norm (q and k), NeoX RoPE (q and
-// k) at the token's position, then q in place and k, v as f16 into the cache rows of their positions.
+// k) at the token's position, then q into its output rows and k, v as f16 into the cache rows of their positions.
 // The same roundings as add_bias, rms_norm, rope and store_kv one after another.
 __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k, const float* __restrict__ v, int64_t ld_q,
                                   int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,

@@ -109,8 +109,8 @@ void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, 
               cudaStream_t stream);
 // Everything between the q/k/v projections and attention, for n tokens, token t at position pos_dev[t]
 // (read on the device) or, with pos_dev null, pos0 + t: q += bq, k += bk, v += bv (null: none), per-head
-// RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written in
-// place and k, v as f16 into the cache rows kv_row(kv, t, position) (caches of one layer). head_dim <= 128.
+// RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written to
+// `q` (below) and k, v as f16 into the cache rows kv_row(kv, t, position) (caches of one layer). head_dim <= 128.
 // The projections as the GEMMs left them: token t's q at in.q + t * in.ld_q, its k and v likewise at
 // in.ld_kv (three matrices, or one [n][q_dim + 2 kv_dim] of a GEMM over the concatenated weights); q,
 // rotated, goes to `q` ([n][n_head * head_dim]; in.q itself when ld_q is q's width).

@@ -107,8 +107,8 @@ public:
     double warm_ms = 0.0;
     // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
     // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only. The
-    // copies lie in one allocation in the order the warm pass takes the weights (each layer's q, k, v, o,
-    // gate, up, down), each on a 256-byte boundary: where a copy's bytes are a multiple of 256, the next
+    // copies lie in one allocation in the order the warm pass is given the weights (lib/engine lists each
+    // layer's q, k, v, o, gate, up, down), each on a 256-byte boundary: where a copy's bytes are a multiple of 256, the next
     // one follows it directly, so a layer's q, k and v (and its gate and up) form one matrix of their rows
     // together, which PrefillGemm::run_concat multiplies in one GEMM (it checks the adjacency itself).
     cuda::DeviceMemory w16_arena;
