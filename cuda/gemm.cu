@@ -20,7 +20,9 @@ struct GenDeq {
 
 // Token tiles of 256 (-DMINFER_GT_BM=128: always 128): each weight panel is dequantized half as often,
 // and each k-tile of A and B read from L2 feeds twice the MMAs; but a grid of fewer than one CTA per SM
-// (k and v at 2,048 tokens, every 3,584-row matrix at 512) keeps the 128-token tiles.
+// (k and v at 2,048 tokens, every 3,584-row matrix at 512) keeps the 128-token tiles. The tile size does
+// not change a result: every output element sums the same MMA k-steps in the same order either way,
+// which the fused path's bit parity with the two-pass path relies on (kGen takes 128 always).
 #ifndef MINFER_GT_BM
 #define MINFER_GT_BM 256
 #endif
@@ -46,7 +48,7 @@ void launch(const gt::Args& p, const Gen& gen, cudaStream_t stream, const char* 
 }
 
 gt::Args args(const __half* a, float* c, int m, int n, int k, bool accumulate, const char* what) {
-    if (k % 8 != 0 || m < 0 || n < 0 || k <= 0 || reinterpret_cast<uintptr_t>(a) % 16 != 0)
+    if (k % 8 != 0 || m < 0 || n < 0 || k < 0 || reinterpret_cast<uintptr_t>(a) % 16 != 0)
         fail(MINFER_ERR_INTERNAL, "%s: %d x %d x %d (K a multiple of 8, A 16-byte aligned)", what, m, n, k);
     gt::Args p;
     p.a = a;

@@ -74,7 +74,8 @@ template <int F, int BM>
 constexpr int stage_bytes() {
     return BM * kRowBytes + (F == kF16 ? kBTile : kBN * raw_ld<F>());
 }
-static_assert(kBN * raw_ld<gn::kQ4_K>() % 1024 == 0 && kBN * raw_ld<gn::kQ8_0>() % 1024 == 0, "stages keep tiles 1024-byte aligned");
+static_assert(kBN * raw_ld<gn::kQ4_K>() % 1024 == 0 && kBN * raw_ld<gn::kQ8_0>() % 1024 == 0 && kBN * raw_ld<gn::kQ6_K>() % 1024 == 0,
+              "stages keep tiles 1024-byte aligned");
 // Dynamic shared memory: the stages, then (dequantizing formats) the two f16 tiles of B, and room to
 // align the start to 1024 bytes.
 template <int F, int BM>
@@ -104,14 +105,15 @@ __device__ __forceinline__ float byte_float(uint32_t w, int i) {
     return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7440u + static_cast<uint32_t>(i)))) - 8388608.0f;
 }
 // The 16 bytes at a 2-byte-aligned shared address as 4 little-endian words: aligned word loads and funnel
-// shifts (reads the word after them too; every caller's is inside the dynamic shared memory).
+// shifts (the word after them too where p is not 4-byte aligned: every caller's lies in its raw row).
 __device__ __forceinline__ void ld16_a2(const uint8_t* p, uint32_t (&w)[4]) {
     const uintptr_t u = reinterpret_cast<uintptr_t>(p);
     const uint32_t* a = reinterpret_cast<const uint32_t*>(u & ~uintptr_t{3});
     const uint32_t sh = static_cast<uint32_t>(u & 2u) * 8u;
     uint32_t v[5];
     #pragma unroll
-    for (int i = 0; i < 5; ++i) v[i] = a[i];
+    for (int i = 0; i < 4; ++i) v[i] = a[i];
+    v[4] = sh ? a[4] : 0u;
     #pragma unroll
     for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
 }
@@ -311,7 +313,10 @@ __global__ __launch_bounds__(threads<BM>(), BM == 128 ? 2 : 1) void gemm_tc_kern
         if constexpr (kDeq) mv::cp_async_wait<kS - 3>();
         else mv::cp_async_wait<kS - 2>();
 #if MINFER_GT_USE_WGMMA
-        fence_async_smem();  // this thread's copies and dequantized stores, to the tensor cores' reads
+        // This thread's copies and dequantized stores, to the tensor cores' reads. A missing fence (or
+        // wg_fence below) would show only as an occasional race that no test catches reliably: these
+        // orderings are kept by review.
+        fence_async_smem();
 #endif
         __syncthreads();
         if (j + kS - 1 < nk) load(j + kS - 1, (j + kS - 1) % kS);
