@@ -2,7 +2,8 @@
 // tests/emu/cuda/matvec_ptx.cuh. The f16 kernel against float64 products of the same f16 values: token and
 // weight counts off the 128-row tiles, widths off the 64-wide k-tile, plain and accumulating. The
 // quantized kernels (q4_K, q6_K, q8_0 as stored: q6_K rows at every even offset from a 16-byte boundary,
-// q8_0 k-tiles at every multiple of 4, the matrix's last chunk cut short, rows of magnitudes 1/8 to 8)
+// q8_0 k-tiles at every multiple of 4, the matrix's last chunk cut short, rows of magnitudes 1/8 to 8;
+// q5_K and q4_0 through the decoder from global memory)
 // must give the f16 kernel's bits on the CPU's dequantized weights rounded to f16 (what the two-pass path
 // and the f16 cache hold): that is the fused path's promise. Each case runs in forward lane order with
 // cp.async copies landing at their wait over NaN-filled shared memory, and in reverse order with copies
@@ -59,15 +60,27 @@ gt::Args args(const Shape& s, const std::vector<uint16_t>& a, float* c, bool acc
 
 int64_t grid_of(const gt::Args& p) { return int64_t{p.m_tiles} * ((p.n + gt::kBN - 1) / gt::kBN); }
 
-template <int F, int BM>
-void run(const gt::Args& p, const Config& cfg, const std::vector<uint16_t>& a, const void* b, size_t b_bytes) {
+template <int F, int BM, class Gen = gt::NoGen>
+void run(const gt::Args& p, const Config& cfg, const std::vector<uint16_t>& a, const void* b, size_t b_bytes, const Gen& gen = {}) {
     auto& readable = mv_emu::readable;
     readable.clear();
     readable.push_back({a.data(), a.size() * 2});
     readable.push_back({b, b_bytes});  // the exact bytes: nothing past the matrix is read
-    emu_test::launch(grid_of(p), gt::threads<BM>(), gt::smem_bytes<F, BM>(), cfg, [&] { gt::gemm_tc_kernel<F, BM>(p, gt::NoGen{}); });
+    emu_test::launch(grid_of(p), gt::threads<BM>(), gt::smem_bytes<F, BM>(), cfg, [&] { gt::gemm_tc_kernel<F, BM, Gen>(p, gen); });
     readable.clear();
 }
+
+// The kGen decoder of the launcher (deq8, CUDA only) stood in for by the CPU's dequantization, which deq8
+// equals bit for bit (tests/test_cuda.cpp): eight weights of a row from e0.
+struct CpuGen {
+    quant::Type t;
+    int k;
+    void operator()(const uint8_t* row, int e0, float* y) const {
+        std::vector<float> all(static_cast<size_t>(k));
+        quant::dequantize_row(t, row, all.data(), k);
+        for (int i = 0; i < 8; ++i) y[i] = all[static_cast<size_t>(e0 + i)];
+    }
+};
 
 std::vector<uint16_t> to_f16(const std::vector<float>& f) {
     std::vector<uint16_t> h(f.size());
@@ -128,10 +141,12 @@ void quant_cases() {
         Shape s;
     };
     // q6_K at 768 columns: 630-byte rows, so rows start at every even offset from a 16-byte boundary;
-    // q8_0 at 320: 340-byte rows, k-tiles at every multiple of 4.
+    // q8_0 at 320: 340-byte rows, k-tiles at every multiple of 4. q5_K and q4_0 take the decoder from
+    // global memory (kGen), q4_0 at 96 columns with a k-tile cut short.
     const QCase cases[] = {{quant::Type::Q4_K, {130, 200, 512}}, {quant::Type::Q4_K, {9, 67, 768}},
                            {quant::Type::Q6_K, {130, 200, 768}}, {quant::Type::Q6_K, {5, 131, 256}},
-                           {quant::Type::Q8_0, {130, 200, 320}}, {quant::Type::Q8_0, {7, 67, 64}}};
+                           {quant::Type::Q8_0, {130, 200, 320}}, {quant::Type::Q8_0, {7, 67, 64}},
+                           {quant::Type::Q5_K, {130, 200, 512}}, {quant::Type::Q4_0, {9, 67, 96}}};
     uint64_t seed = 700;
     for (const QCase& qc : cases)
         for (bool accumulate : {false, true})
@@ -165,7 +180,8 @@ void quant_cases() {
                 pf.b = reinterpret_cast<const __half*>(w16.data());
                 if (qc.t == quant::Type::Q4_K) run<gn::kQ4_K, BM>(pq, cfg, a, q.data(), q.size());
                 else if (qc.t == quant::Type::Q6_K) run<gn::kQ6_K, BM>(pq, cfg, a, q.data(), q.size());
-                else run<gn::kQ8_0, BM>(pq, cfg, a, q.data(), q.size());
+                else if (qc.t == quant::Type::Q8_0) run<gn::kQ8_0, BM>(pq, cfg, a, q.data(), q.size());
+                else run<gt::kGen, BM>(pq, cfg, a, q.data(), q.size(), CpuGen{qc.t, s.k});
                 run<gt::kF16, BM>(pf, cfg, a, w16.data(), w16.size() * 2);
                 CHECK_MESSAGE(std::all_of(yq.end() - kFence, yq.end(), [](float x) { return x == kGuard; }), "written past C");
                 size_t differ = 0, unwritten = 0;
