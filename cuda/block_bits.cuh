@@ -1,6 +1,7 @@
 // Bit-level helpers for quantized blocks (f16x2 constants, the magic-number conversion of code bytes,
-// q4_K's scales), shared by the decode mat-vec (cuda/matvec_impl.cuh) and the
-// narrow GEMM (cuda/gemm_narrow.cuh). Device code that tests/emu also compiles on the host.
+// q4_K's scales, loads of words at 2-byte-aligned shared offsets), shared by the decode mat-vec
+// (cuda/matvec_impl.cuh), the narrow GEMM (cuda/gemm_narrow.cuh) and the prefill GEMM (cuda/gemm_tc.cuh).
+// Device code that tests/emu also compiles on the host.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +44,50 @@ __device__ __forceinline__ void k4_scales(const uint4 h, int t, uint32_t& sc, ui
     const bool low = t < 2;
     sc = low ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
     mn = low ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
+}
+
+// ---- shared memory by byte offsets (mv_smem) ----------------------------------------------------------
+
+__device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v))); }
+__device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16))); }
+__device__ __forceinline__ uint32_t rotl(uint32_t v, int s) { return __funnelshift_l(v, v, s); }
+
+// Shared memory (mv_smem, cuda/matvec_ptx.cuh) by byte offsets, so the compiler emits LDS/STS.
+__device__ __forceinline__ uint32_t ld16(uint32_t off) { return *reinterpret_cast<const uint16_t*>(mv_smem + off); }
+__device__ __forceinline__ uint32_t ld32(uint32_t off) { return *reinterpret_cast<const uint32_t*>(mv_smem + off); }
+__device__ __forceinline__ uint2 ld64(uint32_t off) { return *reinterpret_cast<const uint2*>(mv_smem + off); }
+__device__ __forceinline__ uint4 ld128(uint32_t off) { return *reinterpret_cast<const uint4*>(mv_smem + off); }
+__device__ __forceinline__ float ldf(uint32_t off) { return *reinterpret_cast<const float*>(mv_smem + off); }
+__device__ __forceinline__ void st64(uint32_t off, uint2 v) { *reinterpret_cast<uint2*>(mv_smem + off) = v; }
+__device__ __forceinline__ void st128(uint32_t off, uint4 v) { *reinterpret_cast<uint4*>(mv_smem + off) = v; }
+__device__ __forceinline__ uint4 as_uint4(int4 v) {
+    return make_uint4(static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z), static_cast<uint32_t>(v.w));
+}
+__device__ __forceinline__ void stf(uint32_t off, float v) { *reinterpret_cast<float*>(mv_smem + off) = v; }
+__device__ __forceinline__ float ld_f16(uint32_t off) { return f16_lo(ld16(off)); }
+// N consecutive little-endian words at a + off, a the aligned word below a 2-byte aligned offset o
+// (o & ~3) and sh = (o & 2) * 8, off a multiple of 4: N + 1 aligned loads and funnel shifts (the blocks of
+// q4_0, q5_0, q8_0, q3_K and q6_K are only 2-byte aligned); several fields of one block at o share the
+// alignment work. Reads one word past the end.
+template <int N>
+__device__ __forceinline__ void ld_words_at(uint32_t a, uint32_t sh, uint32_t off, uint32_t (&w)[N]) {
+    uint32_t prev = ld32(a + off);
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const uint32_t next = ld32(a + off + 4 * i + 4);
+        w[i] = __funnelshift_r(prev, next, sh);
+        prev = next;
+    }
+}
+// The same at the 2-byte aligned offset off alone.
+template <int N>
+__device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
+    ld_words_at(off & ~3u, (off & 2u) * 8u, 0, w);
+}
+template <int N>
+__device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 4-byte aligned offset
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = ld32(off + 4 * i);
 }
 
 }  // namespace minfer::cuda::mv

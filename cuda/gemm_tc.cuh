@@ -104,40 +104,25 @@ struct NoGen {
 __device__ __forceinline__ float byte_float(uint32_t w, int i) {
     return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7440u + static_cast<uint32_t>(i)))) - 8388608.0f;
 }
-// The 16 bytes at a 2-byte-aligned shared address as 4 little-endian words: aligned word loads and funnel
-// shifts (the word after them too where p is not 4-byte aligned: every caller's lies in its raw row).
-__device__ __forceinline__ void ld16_a2(const uint8_t* p, uint32_t (&w)[4]) {
-    const uintptr_t u = reinterpret_cast<uintptr_t>(p);
-    const uint32_t* a = reinterpret_cast<const uint32_t*>(u & ~uintptr_t{3});
-    const uint32_t sh = static_cast<uint32_t>(u & 2u) * 8u;
-    uint32_t v[5];
-    #pragma unroll
-    for (int i = 0; i < 4; ++i) v[i] = a[i];
-    v[4] = sh ? a[4] : 0u;
-    #pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], sh);
-}
-__device__ __forceinline__ float f16_at(const uint8_t* p) { return __half2float(__ushort_as_half(*reinterpret_cast<const uint16_t*>(p))); }
-
-// Columns 16 qq .. 16 qq + 15 of row r of a k-tile (k0, a multiple of 64) from the row's raw bytes R (as
-// gn::raw_chunk placed them; `row` is the row's global address, for the offsets of the 2-byte-aligned
+// Columns 16 qq .. 16 qq + 15 of row r of a k-tile (k0, a multiple of 64) from the row's raw bytes at
+// offset R of mv_smem (as gn::raw_chunk placed them; `row` is the row's global address, for the offsets of the 2-byte-aligned
 // formats), as the CPU's f32 dequantization (quant.cpp, and deq8 in dequant.cuh) computes them, rounded
 // to f16: out[i] holds columns 2i and 2i + 1 of the 16.
 //  q4_K: w = d sc q - dmin m: d sc and dmin m are exact f32 products (11 x 6 bits), and so is d sc q (21
 //    bits), so the CPU's product-then-difference rounds once, as one fused multiply-add does.
 //  q6_K: w = (d sc) (q - 32); q8_0: w = q d: exact products of small integers and an f16, one rounding.
 template <int F>
-__device__ __forceinline__ void dequant_raw(const uint8_t* R, uintptr_t row, int k0, int qq, uint32_t (&out)[8]) {
+__device__ __forceinline__ void dequant_raw(uint32_t R, uintptr_t row, int k0, int qq, uint32_t (&out)[8]) {
     const int c = (k0 >> 6) & 3, hh = qq >> 1, l0 = 16 * (qq & 1);  // c: the k-tile's quarter of a super-block
     if constexpr (F == gn::kQ4_K) {
         // sub-block 2c + hh: the low (hh = 0) or high nibbles of code bytes 32 (c & 1)... at R + 16
-        const uint4 h = *reinterpret_cast<const uint4*>(R);
+        const uint4 h = mv::ld128(R);
         uint32_t sc, mn;
         mv::k4_scales(h, c, sc, mn);  // byte 2 (c & 1) + hh: sub-block 2c + hh
         const int sh = 8 * (2 * (c & 1) + hh);
-        const float ds = __fmul_rn(f16_at(R), static_cast<float>((sc >> sh) & 0xFFu));
-        const float ndm = -__fmul_rn(f16_at(R + 2), static_cast<float>((mn >> sh) & 0xFFu));
-        const uint4 q4 = *reinterpret_cast<const uint4*>(R + 16 + l0);
+        const float ds = __fmul_rn(mv::f16_lo(h.x), static_cast<float>((sc >> sh) & 0xFFu));
+        const float ndm = -__fmul_rn(mv::f16_hi(h.x), static_cast<float>((mn >> sh) & 0xFFu));
+        const uint4 q4 = mv::ld128(R + 16 + l0);
         const uint32_t q[4] = {q4.x, q4.y, q4.z, q4.w};
         #pragma unroll
         for (int w = 0; w < 4; ++w) {
@@ -153,10 +138,10 @@ __device__ __forceinline__ void dequant_raw(const uint8_t* R, uintptr_t row, int
         const uintptr_t b = row + uintptr_t(k0 >> 8) * 210, hs = (k0 >> 7) & 1;
         const int o0 = static_cast<int>((b + 64 * hs) & 15), o1 = 80 + static_cast<int>((b + 128 + 32 * hs) & 15);
         const int o2 = 128 + static_cast<int>((b + 192) & 15);
-        const float ds = __fmul_rn(f16_at(R + o2 + 16), static_cast<float>(static_cast<int8_t>(R[o2 + 4 * c + 2 * hh + (qq & 1)])));
+        const float ds = __fmul_rn(mv::ld_f16(R + o2 + 16), static_cast<float>(static_cast<int8_t>(mv::mv_smem[R + o2 + 4 * c + 2 * hh + (qq & 1)])));
         uint32_t ql[4], qh[4];
-        ld16_a2(R + o0 + 32 * hh + l0, ql);
-        ld16_a2(R + o1 + l0, qh);
+        mv::ld_words<4>(R + o0 + 32 * hh + l0, ql);  // reads a word past: inside the row's raw bytes
+        mv::ld_words<4>(R + o1 + l0, qh);
         const int kk = 2 * (c & 1) + hh;
         #pragma unroll
         for (int w = 0; w < 4; ++w) {
@@ -167,9 +152,9 @@ __device__ __forceinline__ void dequant_raw(const uint8_t* R, uintptr_t row, int
         }
     } else if constexpr (F == gn::kQ8_0) {
         const int o = static_cast<int>((row + uintptr_t(k0 >> 5) * 34) & 15) + 34 * hh;  // block hh of the k-tile
-        const float d = f16_at(R + o);
+        const float d = mv::ld_f16(R + o);
         uint32_t q[4];
-        ld16_a2(R + o + 2 + l0, q);
+        mv::ld_words<4>(R + o + 2 + l0, q);  // reads a word past: inside the shared memory (a raw row or an f16 tile)
         #pragma unroll
         for (int w = 0; w < 4; ++w) {
             const uint32_t v = q[w] ^ 0x80808080u;  // code + 128
@@ -280,7 +265,7 @@ __global__ __launch_bounds__(threads<BM>(), BM == 128 ? 2 : 1) void gemm_tc_kern
                     for (int e = 0; e < 4; ++e) out[4 * i + e] = mv::pack_f16x2(y[2 * e], y[2 * e + 1]);
                 }
             } else {
-                const uint8_t* R = sptr + b_st(s) + r * kRawLd;
+                const uint32_t R = (sbase - s0) + b_st(s) + static_cast<uint32_t>(r * kRawLd);  // offset in mv_smem
                 dequant_raw<F>(R, reinterpret_cast<uintptr_t>(p.q) + static_cast<uintptr_t>(int64_t{n0 + r} * p.row_bytes), k0, qq, out);
             }
             uint8_t* tilep = sptr + bf(buf);

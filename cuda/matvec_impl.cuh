@@ -44,48 +44,6 @@ constexpr int block_bytes(Type t) {
 // 0x6400 is f16 1024.0 (ulp 1): OR-ing a code of up to 10 bits into its mantissa gives 1024 + code exactly.
 constexpr uint32_t kMagic = 0x64006400u;
 
-__device__ __forceinline__ float f16_lo(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v))); }
-__device__ __forceinline__ float f16_hi(uint32_t v) { return __half2float(__ushort_as_half(static_cast<unsigned short>(v >> 16))); }
-__device__ __forceinline__ uint32_t rotl(uint32_t v, int s) { return __funnelshift_l(v, v, s); }
-
-// Shared memory (mv_smem, cuda/matvec_ptx.cuh) by byte offsets, so the compiler emits LDS/STS.
-__device__ __forceinline__ uint32_t ld16(uint32_t off) { return *reinterpret_cast<const uint16_t*>(mv_smem + off); }
-__device__ __forceinline__ uint32_t ld32(uint32_t off) { return *reinterpret_cast<const uint32_t*>(mv_smem + off); }
-__device__ __forceinline__ uint2 ld64(uint32_t off) { return *reinterpret_cast<const uint2*>(mv_smem + off); }
-__device__ __forceinline__ uint4 ld128(uint32_t off) { return *reinterpret_cast<const uint4*>(mv_smem + off); }
-__device__ __forceinline__ float ldf(uint32_t off) { return *reinterpret_cast<const float*>(mv_smem + off); }
-__device__ __forceinline__ void st64(uint32_t off, uint2 v) { *reinterpret_cast<uint2*>(mv_smem + off) = v; }
-__device__ __forceinline__ void st128(uint32_t off, uint4 v) { *reinterpret_cast<uint4*>(mv_smem + off) = v; }
-__device__ __forceinline__ uint4 as_uint4(int4 v) {
-    return make_uint4(static_cast<uint32_t>(v.x), static_cast<uint32_t>(v.y), static_cast<uint32_t>(v.z), static_cast<uint32_t>(v.w));
-}
-__device__ __forceinline__ void stf(uint32_t off, float v) { *reinterpret_cast<float*>(mv_smem + off) = v; }
-__device__ __forceinline__ float ld_f16(uint32_t off) { return f16_lo(ld16(off)); }
-// N consecutive little-endian words at a + off, a the aligned word below a 2-byte aligned offset o
-// (o & ~3) and sh = (o & 2) * 8, off a multiple of 4: N + 1 aligned loads and funnel shifts (the blocks of
-// q4_0, q5_0, q8_0, q3_K and q6_K are only 2-byte aligned); several fields of one block at o share the
-// alignment work. Reads one word past the end.
-template <int N>
-__device__ __forceinline__ void ld_words_at(uint32_t a, uint32_t sh, uint32_t off, uint32_t (&w)[N]) {
-    uint32_t prev = ld32(a + off);
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-        const uint32_t next = ld32(a + off + 4 * i + 4);
-        w[i] = __funnelshift_r(prev, next, sh);
-        prev = next;
-    }
-}
-// The same at the 2-byte aligned offset off alone.
-template <int N>
-__device__ __forceinline__ void ld_words(uint32_t off, uint32_t (&w)[N]) {
-    ld_words_at(off & ~3u, (off & 2u) * 8u, 0, w);
-}
-template <int N>
-__device__ __forceinline__ void ld_words4(uint32_t off, uint32_t (&w)[N]) {  // 4-byte aligned offset
-#pragma unroll
-    for (int i = 0; i < N; ++i) w[i] = ld32(off + 4 * i);
-}
-
 // ---- the MMA family ------------------------------------------------------------------------------------------
 //
 // Work: a CTA of 4 warps owns a contiguous range of 16-row tiles (the ranges are balanced over a grid
