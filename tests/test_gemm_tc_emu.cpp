@@ -18,6 +18,7 @@
 
 #include "cuda/gemm_tc.cuh"  // with tests/emu first on the include path: the emulated CUDA
 #include "emu_test.h"
+#include "quant/decode.h"
 #include "quant/f16.h"
 #include "quant/quant.h"
 
@@ -70,16 +71,11 @@ void run(const gt::Args& p, const Config& cfg, const std::vector<uint16_t>& a, c
     readable.clear();
 }
 
-// The kGen decoder of the launcher (deq8, CUDA only) stood in for by the CPU's dequantization, which deq8
-// equals bit for bit (tests/test_cuda.cpp): eight weights of a row from e0.
-struct CpuGen {
-    quant::Type t;
-    int k;
-    void operator()(const uint8_t* row, int e0, float* y) const {
-        std::vector<float> all(static_cast<size_t>(k));
-        quant::dequantize_row(t, row, all.data(), k);
-        for (int i = 0; i < 8; ++i) y[i] = all[static_cast<size_t>(e0 + i)];
-    }
+// The kGen decoder of the launcher (deq8, CUDA only) stood in for by quant::dec::decode8 (quant/decode.h),
+// the CPU's dequantizer, which deq8 equals bit for bit (tests/test_cuda.cpp): eight weights of a row from e0.
+template <quant::Type T>
+struct DecGen {
+    void operator()(const uint8_t* row, int e0, float* y) const { quant::dec::decode8<T>(row, e0, y); }
 };
 
 std::vector<uint16_t> to_f16(const std::vector<float>& f) {
@@ -181,7 +177,8 @@ void quant_cases() {
                 if (qc.t == quant::Type::Q4_K) run<gn::kQ4_K, BM>(pq, cfg, a, q.data(), q.size());
                 else if (qc.t == quant::Type::Q6_K) run<gn::kQ6_K, BM>(pq, cfg, a, q.data(), q.size());
                 else if (qc.t == quant::Type::Q8_0) run<gn::kQ8_0, BM>(pq, cfg, a, q.data(), q.size());
-                else run<gt::kGen, BM>(pq, cfg, a, q.data(), q.size(), CpuGen{qc.t, s.k});
+                else if (qc.t == quant::Type::Q5_K) run<gt::kGen, BM>(pq, cfg, a, q.data(), q.size(), DecGen<quant::Type::Q5_K>{});
+                else run<gt::kGen, BM>(pq, cfg, a, q.data(), q.size(), DecGen<quant::Type::Q4_0>{});
                 run<gt::kF16, BM>(pf, cfg, a, w16.data(), w16.size() * 2);
                 CHECK_MESSAGE(std::all_of(yq.end() - kFence, yq.end(), [](float x) { return x == kGuard; }), "written past C");
                 size_t differ = 0, unwritten = 0;

@@ -14,13 +14,13 @@
 
 #include "core/error.h"
 #include "quant/blocks.h"
+#include "quant/decode.h"
 #include "quant/f16.h"
 #include "quant/quant_internal.h"
 
 namespace minfer::quant {
 namespace {
 
-using detail::load_u32_le;
 using detail::unpack_scales_k4;
 using detail::unpack_scales_q3k;
 
@@ -69,182 +69,27 @@ inline B* as(void* p) {
     return static_cast<B*>(p);
 }
 
-// ---- block decoders: the integer codes of one block in element order (the bit layouts live here) -------
-// Each writes the signed code that multiplies the block's (sub-)scale: q - 8 for q4_0, q for q4_1, ...
+// ---- block decoders (quant/decode.h, shared with the CUDA kernels) --------------------------------------
 
-// 32 nibbles: element j < 16 is the low nibble of qs[j], element j + 16 the high one; minus `offset`.
-inline void codes_nibbles(const uint8_t* qs, int offset, int8_t* q) {
-    for (int j = 0; j < QK / 2; ++j) {
-        q[j] = static_cast<int8_t>((qs[j] & 15) - offset);
-        q[j + 16] = static_cast<int8_t>((qs[j] >> 4) - offset);
+// The codes of one whole block of type T in element order (dec::codes8: q - 8 for q4_0, q for q4_1, ...).
+template <Type T>
+void codes_block(const void* block, int8_t* q) {
+    constexpr int kElems = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ? QK : QK_K;
+    const uint8_t* b = static_cast<const uint8_t*>(block);
+    for (int e = 0; e < kElems; e += 8) {
+        int v[8];
+        dec::codes8<T>(b, e, v);
+        for (int i = 0; i < 8; ++i) q[e + i] = static_cast<int8_t>(v[i]);
     }
-}
-
-// 5-bit codes: nibbles plus bit e of the little-endian word qh as bit 4 of element e; minus `offset`.
-inline void codes_nibbles_h(const uint8_t* qs, const uint8_t* qh, int offset, int8_t* q) {
-    const uint32_t h = load_u32_le(qh);
-    for (int j = 0; j < QK / 2; ++j) {
-        q[j] = static_cast<int8_t>(((qs[j] & 15) | int((h >> j) & 1u) << 4) - offset);
-        q[j + 16] = static_cast<int8_t>(((qs[j] >> 4) | int((h >> (j + 16)) & 1u) << 4) - offset);
-    }
-}
-
-// q2_K: element 128h + 32k + l is (qs[32h + l] >> 2k) & 3.
-inline void codes_q2_K(const BlockQ2_K& b, int8_t* q) {
-    for (int h = 0; h < 2; ++h)
-        for (int k = 0; k < 4; ++k)
-            for (int l = 0; l < 32; ++l) q[128 * h + 32 * k + l] = static_cast<int8_t>((b.qs[32 * h + l] >> (2 * k)) & 3);
-}
-
-// q3_K: the 2-bit value as in q2_K, minus 4 unless bit 4h + k of hmask[l] is set.
-inline void codes_q3_K(const BlockQ3_K& b, int8_t* q) {
-    for (int h = 0; h < 2; ++h)
-        for (int k = 0; k < 4; ++k)
-            for (int l = 0; l < 32; ++l) {
-                const int low = (b.qs[32 * h + l] >> (2 * k)) & 3;
-                const int high = (b.hmask[l] >> (4 * h + k)) & 1;
-                q[128 * h + 32 * k + l] = static_cast<int8_t>(low - 4 + 4 * high);
-            }
-}
-
-// q4_K / q5_K: element 64c + 32t + l is nibble t of qs[32c + l], plus bit (2c + t) of qh[l] as bit 4
-// when qh is given.
-inline void codes_k4(const uint8_t* qs, const uint8_t* qh, int8_t* q) {
-    for (int c = 0; c < 4; ++c)
-        for (int l = 0; l < 32; ++l) {
-            q[64 * c + l] = static_cast<int8_t>(qs[32 * c + l] & 15);
-            q[64 * c + 32 + l] = static_cast<int8_t>(qs[32 * c + l] >> 4);
-        }
-    if (qh)
-        for (int j = 0; j < 8; ++j)
-            for (int l = 0; l < 32; ++l) q[32 * j + l] = static_cast<int8_t>(q[32 * j + l] | ((qh[l] >> j) & 1) << 4);
-}
-
-// q6_K: nibble (k >= 2) of ql[64h + 32(k & 1) + l], bits 2k..2k+1 of qh[32h + l] on top; minus 32.
-inline void codes_q6_K(const BlockQ6_K& b, int8_t* q) {
-    for (int h = 0; h < 2; ++h)
-        for (int k = 0; k < 4; ++k)
-            for (int l = 0; l < 32; ++l) {
-                const uint8_t lb = b.ql[64 * h + 32 * (k & 1) + l];
-                const int low = k < 2 ? lb & 15 : lb >> 4;
-                const int high = (b.qh[32 * h + l] >> (2 * k)) & 3;
-                q[128 * h + 32 * k + l] = static_cast<int8_t>((low | high << 4) - 32);
-            }
 }
 
 // ---- dequantization: read nb blocks at src, write nb * block_elems floats to y ------------------------
 
-void deq_q4_0(const void* src, float* y, int64_t nb) {
-    int8_t q[QK];
-    for (const BlockQ4_0* b = as<BlockQ4_0>(src); nb-- > 0; ++b, y += QK) {
-        codes_nibbles(b->qs, 8, q);
-        const float d = h2f(b->d);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(q[j]) * d;
-    }
-}
-
-void deq_q4_1(const void* src, float* y, int64_t nb) {
-    int8_t q[QK];
-    for (const BlockQ4_1* b = as<BlockQ4_1>(src); nb-- > 0; ++b, y += QK) {
-        codes_nibbles(b->qs, 0, q);
-        const float d = h2f(b->d), m = h2f(b->m);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(q[j]) * d + m;
-    }
-}
-
-void deq_q5_0(const void* src, float* y, int64_t nb) {
-    int8_t q[QK];
-    for (const BlockQ5_0* b = as<BlockQ5_0>(src); nb-- > 0; ++b, y += QK) {
-        codes_nibbles_h(b->qs, b->qh, 16, q);
-        const float d = h2f(b->d);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(q[j]) * d;
-    }
-}
-
-void deq_q5_1(const void* src, float* y, int64_t nb) {
-    int8_t q[QK];
-    for (const BlockQ5_1* b = as<BlockQ5_1>(src); nb-- > 0; ++b, y += QK) {
-        codes_nibbles_h(b->qs, b->qh, 0, q);
-        const float d = h2f(b->d), m = h2f(b->m);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(q[j]) * d + m;
-    }
-}
-
-void deq_q8_0(const void* src, float* y, int64_t nb) {
-    for (const BlockQ8_0* b = as<BlockQ8_0>(src); nb-- > 0; ++b, y += QK) {
-        const float d = h2f(b->d);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(b->qs[j]) * d;
-    }
-}
-
-void deq_q8_1(const void* src, float* y, int64_t nb) {
-    for (const BlockQ8_1* b = as<BlockQ8_1>(src); nb-- > 0; ++b, y += QK) {
-        const float d = h2f(b->d);
-        for (int j = 0; j < QK; ++j) y[j] = static_cast<float>(b->qs[j]) * d;
-    }
-}
-
-void deq_q2_K(const void* src, float* y, int64_t nb) {
-    int8_t q[QK_K];
-    for (const BlockQ2_K* b = as<BlockQ2_K>(src); nb-- > 0; ++b, y += QK_K) {
-        codes_q2_K(*b, q);
-        const float d = h2f(b->d), dmin = h2f(b->dmin);
-        for (int g = 0; g < 16; ++g) {
-            const float ds = d * static_cast<float>(b->scales[g] & 15), dm = dmin * static_cast<float>(b->scales[g] >> 4);
-            for (int l = 16 * g; l < 16 * g + 16; ++l) y[l] = ds * static_cast<float>(q[l]) - dm;
-        }
-    }
-}
-
-void deq_q3_K(const void* src, float* y, int64_t nb) {
-    int8_t q[QK_K], sc[16];
-    for (const BlockQ3_K* b = as<BlockQ3_K>(src); nb-- > 0; ++b, y += QK_K) {
-        codes_q3_K(*b, q);
-        unpack_scales_q3k(b->scales, sc);
-        const float d = h2f(b->d);
-        for (int g = 0; g < 16; ++g) {
-            const float ds = d * static_cast<float>(sc[g]);
-            for (int l = 16 * g; l < 16 * g + 16; ++l) y[l] = ds * static_cast<float>(q[l]);
-        }
-    }
-}
-
-// q4_K and q5_K share everything but the fifth bit; qh == nullptr reads as q4_K.
-void deq_k4(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qh, const uint8_t* qs, float* y) {
-    int8_t q[QK_K];
-    uint8_t sc[8], mn[8];
-    codes_k4(qs, qh, q);
-    unpack_scales_k4(scales, sc, mn);
-    const float d = h2f(d16), dmin = h2f(dmin16);
-    for (int j = 0; j < 8; ++j) {
-        const float ds = d * static_cast<float>(sc[j]), dm = dmin * static_cast<float>(mn[j]);
-        for (int l = 32 * j; l < 32 * j + 32; ++l) y[l] = ds * static_cast<float>(q[l]) - dm;
-    }
-}
-
-void deq_q4_K(const void* src, float* y, int64_t nb) {
-    for (const BlockQ4_K* b = as<BlockQ4_K>(src); nb-- > 0; ++b, y += QK_K) deq_k4(b->d, b->dmin, b->scales, nullptr, b->qs, y);
-}
-
-void deq_q5_K(const void* src, float* y, int64_t nb) {
-    for (const BlockQ5_K* b = as<BlockQ5_K>(src); nb-- > 0; ++b, y += QK_K) deq_k4(b->d, b->dmin, b->scales, b->qh, b->qs, y);
-}
-
-void deq_q6_K(const void* src, float* y, int64_t nb) {
-    int8_t q[QK_K];
-    for (const BlockQ6_K* b = as<BlockQ6_K>(src); nb-- > 0; ++b, y += QK_K) {
-        codes_q6_K(*b, q);
-        const float d = h2f(b->d);
-        for (int g = 0; g < 16; ++g) {
-            const float ds = d * static_cast<float>(b->scales[g]);
-            for (int l = 16 * g; l < 16 * g + 16; ++l) y[l] = ds * static_cast<float>(q[l]);
-        }
-    }
-}
-
-void deq_q8_K(const void* src, float* y, int64_t nb) {
-    for (const BlockQ8_K* b = as<BlockQ8_K>(src); nb-- > 0; ++b, y += QK_K)
-        for (int j = 0; j < QK_K; ++j) y[j] = b->d * static_cast<float>(b->qs[j]);
+template <Type T>
+void deq_blocks(const void* src, float* y, int64_t nb) {
+    const int64_t n = nb * type_info(T).block_elems;
+    const uint8_t* row = static_cast<const uint8_t*>(src);
+    for (int64_t e0 = 0; e0 < n; e0 += 8) dec::decode8<T>(row, e0, y + e0);
 }
 
 // ---- scale search for the quantizers -------------------------------------------------------------------
@@ -631,43 +476,37 @@ float dot_q8_0(int64_t n, const void* w, const void* a) {
 }
 
 // q4_0 / q5_0 (symmetric, q8_0 activations) and q4_1 / q5_1 (offset m, q8_1 activations with s).
-template <typename B, bool kHigh, int kOffset>
+template <typename B, Type T>
 float dot_legacy_sym(int64_t n, const void* w, const void* a) {
     const B* x = as<B>(w);
     const BlockQ8_0* y = as<BlockQ8_0>(a);
     int8_t q[QK];
     float sum = 0.0f;
     for (int64_t b = 0; b < n / QK; ++b) {
-        if constexpr (kHigh)
-            codes_nibbles_h(x[b].qs, x[b].qh, kOffset, q);
-        else
-            codes_nibbles(x[b].qs, kOffset, q);
+        codes_block<T>(&x[b], q);
         sum += h2f(x[b].d) * h2f(y[b].d) * static_cast<float>(idot<QK>(q, y[b].qs));
     }
     return sum;
 }
 
-template <typename B, bool kHigh>
+template <typename B, Type T>
 float dot_legacy_offset(int64_t n, const void* w, const void* a) {
     const B* x = as<B>(w);
     const BlockQ8_1* y = as<BlockQ8_1>(a);
     int8_t q[QK];
     float sum = 0.0f, msum = 0.0f;
     for (int64_t b = 0; b < n / QK; ++b) {
-        if constexpr (kHigh)
-            codes_nibbles_h(x[b].qs, x[b].qh, 0, q);
-        else
-            codes_nibbles(x[b].qs, 0, q);
+        codes_block<T>(&x[b], q);
         sum += h2f(x[b].d) * h2f(y[b].d) * static_cast<float>(idot<QK>(q, y[b].qs));
         msum += h2f(x[b].m) * h2f(y[b].s);
     }
     return sum + msum;
 }
 
-float dot_q4_0(int64_t n, const void* w, const void* a) { return dot_legacy_sym<BlockQ4_0, false, 8>(n, w, a); }
-float dot_q5_0(int64_t n, const void* w, const void* a) { return dot_legacy_sym<BlockQ5_0, true, 16>(n, w, a); }
-float dot_q4_1(int64_t n, const void* w, const void* a) { return dot_legacy_offset<BlockQ4_1, false>(n, w, a); }
-float dot_q5_1(int64_t n, const void* w, const void* a) { return dot_legacy_offset<BlockQ5_1, true>(n, w, a); }
+float dot_q4_0(int64_t n, const void* w, const void* a) { return dot_legacy_sym<BlockQ4_0, Type::Q4_0>(n, w, a); }
+float dot_q5_0(int64_t n, const void* w, const void* a) { return dot_legacy_sym<BlockQ5_0, Type::Q5_0>(n, w, a); }
+float dot_q4_1(int64_t n, const void* w, const void* a) { return dot_legacy_offset<BlockQ4_1, Type::Q4_1>(n, w, a); }
+float dot_q5_1(int64_t n, const void* w, const void* a) { return dot_legacy_offset<BlockQ5_1, Type::Q5_1>(n, w, a); }
 
 float dot_q2_K(int64_t n, const void* w, const void* a) {
     const BlockQ2_K* x = as<BlockQ2_K>(w);
@@ -675,7 +514,7 @@ float dot_q2_K(int64_t n, const void* w, const void* a) {
     int8_t q[QK_K];
     float sum = 0.0f, msum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        codes_q2_K(x[b], q);
+        codes_block<Type::Q2_K>(&x[b], q);
         int isum = 0, imin = 0;
         for (int g = 0; g < 16; ++g) {
             isum += (x[b].scales[g] & 15) * idot<16>(q + 16 * g, y[b].qs + 16 * g);
@@ -693,7 +532,7 @@ float dot_q3_K(int64_t n, const void* w, const void* a) {
     int8_t q[QK_K], sc[16];
     float sum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        codes_q3_K(x[b], q);
+        codes_block<Type::Q3_K>(&x[b], q);
         unpack_scales_q3k(x[b].scales, sc);
         int isum = 0;
         for (int g = 0; g < 16; ++g) isum += sc[g] * idot<16>(q + 16 * g, y[b].qs + 16 * g);
@@ -702,13 +541,13 @@ float dot_q3_K(int64_t n, const void* w, const void* a) {
     return sum;
 }
 
-// q4_K and q5_K: qh == nullptr reads as q4_K. Writes the scaled code sum and the mins term of one block.
-inline void dot_k4_block(const uint8_t* scales, const uint8_t* qh, const uint8_t* qs, const BlockQ8_K& y, int* isum,
-                         int* imin) {
+// q4_K and q5_K: writes the scaled code sum and the mins term of one block.
+template <Type T, typename B>
+void dot_k4_block(const B& x, const BlockQ8_K& y, int* isum, int* imin) {
     int8_t q[QK_K];
     uint8_t sc[8], mn[8];
-    codes_k4(qs, qh, q);
-    unpack_scales_k4(scales, sc, mn);
+    codes_block<T>(&x, q);
+    unpack_scales_k4(x.scales, sc, mn);
     *isum = 0;
     *imin = 0;
     for (int j = 0; j < 8; ++j) {
@@ -723,7 +562,7 @@ float dot_q4_K(int64_t n, const void* w, const void* a) {
     float sum = 0.0f, msum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
         int isum, imin;
-        dot_k4_block(x[b].scales, nullptr, x[b].qs, y[b], &isum, &imin);
+        dot_k4_block<Type::Q4_K>(x[b], y[b], &isum, &imin);
         sum += y[b].d * h2f(x[b].d) * static_cast<float>(isum);
         msum += y[b].d * h2f(x[b].dmin) * static_cast<float>(imin);
     }
@@ -736,7 +575,7 @@ float dot_q5_K(int64_t n, const void* w, const void* a) {
     float sum = 0.0f, msum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
         int isum, imin;
-        dot_k4_block(x[b].scales, x[b].qh, x[b].qs, y[b], &isum, &imin);
+        dot_k4_block<Type::Q5_K>(x[b], y[b], &isum, &imin);
         sum += y[b].d * h2f(x[b].d) * static_cast<float>(isum);
         msum += y[b].d * h2f(x[b].dmin) * static_cast<float>(imin);
     }
@@ -749,7 +588,7 @@ float dot_q6_K(int64_t n, const void* w, const void* a) {
     int8_t q[QK_K];
     float sum = 0.0f;
     for (int64_t b = 0; b < n / QK_K; ++b) {
-        codes_q6_K(x[b], q);
+        codes_block<Type::Q6_K>(&x[b], q);
         int isum = 0;
         for (int g = 0; g < 16; ++g) isum += x[b].scales[g] * idot<16>(q + 16 * g, y[b].qs + 16 * g);
         sum += y[b].d * h2f(x[b].d) * static_cast<float>(isum);
@@ -846,18 +685,18 @@ void dequantize_row(Type t, const void* src, float* dst, int64_t n) {
         case Type::BF16:
             for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
             return;
-        case Type::Q4_0: return deq_q4_0(src, dst, nb);
-        case Type::Q4_1: return deq_q4_1(src, dst, nb);
-        case Type::Q5_0: return deq_q5_0(src, dst, nb);
-        case Type::Q5_1: return deq_q5_1(src, dst, nb);
-        case Type::Q8_0: return deq_q8_0(src, dst, nb);
-        case Type::Q8_1: return deq_q8_1(src, dst, nb);
-        case Type::Q2_K: return deq_q2_K(src, dst, nb);
-        case Type::Q3_K: return deq_q3_K(src, dst, nb);
-        case Type::Q4_K: return deq_q4_K(src, dst, nb);
-        case Type::Q5_K: return deq_q5_K(src, dst, nb);
-        case Type::Q6_K: return deq_q6_K(src, dst, nb);
-        case Type::Q8_K: return deq_q8_K(src, dst, nb);
+        case Type::Q4_0: return deq_blocks<Type::Q4_0>(src, dst, nb);
+        case Type::Q4_1: return deq_blocks<Type::Q4_1>(src, dst, nb);
+        case Type::Q5_0: return deq_blocks<Type::Q5_0>(src, dst, nb);
+        case Type::Q5_1: return deq_blocks<Type::Q5_1>(src, dst, nb);
+        case Type::Q8_0: return deq_blocks<Type::Q8_0>(src, dst, nb);
+        case Type::Q8_1: return deq_blocks<Type::Q8_1>(src, dst, nb);
+        case Type::Q2_K: return deq_blocks<Type::Q2_K>(src, dst, nb);
+        case Type::Q3_K: return deq_blocks<Type::Q3_K>(src, dst, nb);
+        case Type::Q4_K: return deq_blocks<Type::Q4_K>(src, dst, nb);
+        case Type::Q5_K: return deq_blocks<Type::Q5_K>(src, dst, nb);
+        case Type::Q6_K: return deq_blocks<Type::Q6_K>(src, dst, nb);
+        case Type::Q8_K: return deq_blocks<Type::Q8_K>(src, dst, nb);
         default: unsupported(t, "dequantize");
     }
 }

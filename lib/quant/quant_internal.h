@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "quant/decode.h"
 #include "quant/quant.h"
 
 namespace minfer::quant::detail {
@@ -27,13 +28,14 @@ inline void unpack_scales_k4_words(const uint8_t* s, uint32_t w[4]) {
     w[3] = ((c >> 4) & k4) | ((b >> 6) & k2) << 4;
 }
 
-// q4_K / q5_K: the eight 6-bit scales sc[j] and mins mn[j].
+// q4_K / q5_K: the eight 6-bit scales sc[j] and mins mn[j] (dec::k4_scale_min; the word form above is
+// its four-at-a-time equivalent for the AVX2 kernels).
 inline void unpack_scales_k4(const uint8_t* s, uint8_t sc[8], uint8_t mn[8]) {
-    uint32_t w[4];
-    unpack_scales_k4_words(s, w);
     for (int j = 0; j < 8; ++j) {
-        sc[j] = static_cast<uint8_t>(w[j / 4] >> (8 * (j % 4)));
-        mn[j] = static_cast<uint8_t>(w[2 + j / 4] >> (8 * (j % 4)));
+        int a, b;
+        dec::k4_scale_min(s, j, a, b);
+        sc[j] = static_cast<uint8_t>(a);
+        mn[j] = static_cast<uint8_t>(b);
     }
 }
 
@@ -50,11 +52,9 @@ inline void unpack_scales_q3k_words(const uint8_t* s, uint32_t w[4]) {
     w[3] = ((b >> 4) & k4) | ((h >> 6) & k2) << 4;
 }
 
-// q3_K: the sixteen signed sub-block scales (stored value - 32).
+// q3_K: the sixteen signed sub-block scales (stored value - 32; dec::q3k_scale).
 inline void unpack_scales_q3k(const uint8_t* s, int8_t out[16]) {
-    uint32_t w[4];
-    unpack_scales_q3k_words(s, w);
-    for (int i = 0; i < 16; ++i) out[i] = static_cast<int8_t>(int((w[i / 4] >> (8 * (i % 4))) & 63) - 32);
+    for (int g = 0; g < 16; ++g) out[g] = static_cast<int8_t>(dec::q3k_scale(s, g));
 }
 
 // The AVX2+FMA+F16C dot product for a weight type, or nullptr where there is none (non-x86 builds).
