@@ -71,8 +71,8 @@ void run(const gt::Args& p, const Config& cfg, const std::vector<uint16_t>& a, c
     readable.clear();
 }
 
-// The kGen decoder of the launcher (deq8, CUDA only) stood in for by quant::dec::decode8 (quant/decode.h),
-// the CPU's dequantizer, which deq8 equals bit for bit (tests/test_cuda.cpp): eight weights of a row from e0.
+// The kGen decoder of the launcher: deq8, which runs quant::dec::decode8 (quant/decode.h) for these types,
+// here in its host form: eight weights of a row from e0.
 template <quant::Type T>
 struct DecGen {
     void operator()(const uint8_t* row, int e0, float* y) const { quant::dec::decode8<T>(row, e0, y); }

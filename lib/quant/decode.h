@@ -1,12 +1,10 @@
-// The block decoders, written once for the CPU and the CUDA backend (every function compiles for both:
-// MINFER_HD): the codes of eight consecutive elements of a block, the K-quant sub-block scales, and
-// dequantization of eight elements to f32. The CPU's scalar dequantizer and dot products (quant.cpp,
-// quant_internal.h) run these functions. cuda/dequant.cuh's deq8 (the f16 cache's warm pass, the embedding
-// lookup, the fused prefill GEMM's generic path, the reference mat-vec) still spells the same arithmetic
-// out for the device; switching it to decode8 is done on the branch `cuda-decode-h`, which waits for a GPU
-// run of the bit-identity tests before it replaces that copy. (The decode mat-vec and the tensor-core
-// GEMMs unpack whole words straight into MMA operands with their own bit tricks, checked against the CPU
-// by the emulator and CUDA tests; the AVX2 kernels have SIMD forms.)
+// The block decoders, once for the CPU and the CUDA backend (every function compiles for both: MINFER_HD):
+// the codes of eight consecutive elements of a block, the K-quant sub-block scales, and dequantization of
+// eight elements to f32. The CPU's scalar dequantizer and dot products (quant.cpp, quant_internal.h) and
+// cuda/dequant.cuh's deq8 (the f16 cache's warm pass, the embedding lookup, the fused prefill GEMM's
+// generic path, the reference mat-vec) run these functions. (The decode mat-vec and the tensor-core GEMMs
+// unpack whole words straight into MMA operands with their own bit tricks, checked against the CPU by the
+// emulator and CUDA tests; the AVX2 kernels have SIMD forms.)
 //
 // Arithmetic: every product, sum and difference is rounded once to f32. On the device that takes the
 // explicitly rounded intrinsics (__fmul_rn, __fadd_rn, __fsub_rn), because nvcc would otherwise contract a
