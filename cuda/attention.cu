@@ -87,26 +87,20 @@ constexpr int kDecodeThreads = 128, kDecodeTile = 32, kDecodeMaxHeads = 16;
 
 // Decode split: about MINFER_ATTN_BLOCKS_PER_SM blocks per SM over all KV heads (few enough to be
 // resident at once, so every block issues its first tile immediately), chunks of at least
-// MINFER_ATTN_MIN_CHUNK keys and a multiple of the tile. A short context takes one chunk (no combine).
+// MINFER_ATTN_MIN_CHUNK keys and a multiple of the tile (fa::decode_split_for). A short context takes one
+// chunk (no combine).
 #ifndef MINFER_ATTN_BLOCKS_PER_SM
 #define MINFER_ATTN_BLOCKS_PER_SM 4
 #endif
-#ifndef MINFER_ATTN_MIN_CHUNK
-#define MINFER_ATTN_MIN_CHUNK 64
+static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1, "decode split tunable");
+static_assert(fa::kChunkAlign % kDecodeTile == 0, "chunks of whole tiles");
+using fa::decode_split_for;
+using fa::DecodeSplit;
+// -DMINFER_ATTN_DEC_MMA=0: the CUDA-core decode kernel below instead of the tensor-core one of
+// cuda/attention_mma.cuh (the A/B knob).
+#ifndef MINFER_ATTN_DEC_MMA
+#define MINFER_ATTN_DEC_MMA 1
 #endif
-static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1 && MINFER_ATTN_MIN_CHUNK >= 1, "decode split tunables");
-
-struct DecodeSplit {
-    int chunk, n_split;
-};
-// chunk >= ceil(L / max_splits), so n_split = ceil(L / chunk) <= max_splits: `part` is large enough.
-// The host launcher and, under a CUDA graph, the kernels themselves compute it.
-__host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
-    int chunk = (L + max_splits - 1) / max_splits;
-    chunk = chunk > MINFER_ATTN_MIN_CHUNK ? chunk : MINFER_ATTN_MIN_CHUNK;
-    chunk = (chunk + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
-    return {chunk, (L + chunk - 1) / chunk};
-}
 
 __device__ __forceinline__ float2 half2_bits_to_float2(uint32_t w) {
     __half2 h;
@@ -374,9 +368,14 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
-    check(launch_pdl(attn_decode_kernel<P, HW>, grid, dim3(kDecodeThreads), 0, stream, q, kc, vc, part, out, L, group,
-                     n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv, out16),
-          "attention (decode)");
+    if (MINFER_ATTN_DEC_MMA)
+        check(launch_pdl(fa::attn_decode_mma_kernel<64 * P>, grid, dim3(fa::kThreads), static_cast<size_t>(fa::dec_smem_bytes<64 * P>()),
+                         stream, q, kc, vc, part, out, L, group, n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv, out16),
+              "attention (decode)");
+    else
+        check(launch_pdl(attn_decode_kernel<P, HW>, grid, dim3(kDecodeThreads), 0, stream, q, kc, vc, part, out, L, group,
+                         n_head_kv * 64 * P, qscale, sp.chunk, pos_dev, zc, kv, out16),
+              "attention (decode)");
     if (sp.n_split > 1) {
         const size_t weight_bytes = combine_weights(sp.n_split) * sizeof(float);
         check(launch_pdl(attn_combine_kernel, dim3(n_head, rows), dim3(kCombineThreads), weight_bytes, stream, part, out, sp.n_split,

@@ -234,4 +234,271 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
     }
 }
 
+// ---- decode: one query token per row against its cached keys ----------------------------------------------
+//
+// Split-K flash decoding: the keys 0 .. L-1 of a row are cut into n_split chunks of `chunk` keys
+// (decode_split_for below); cuda/attention.cu launches the kernel and merges the chunks' partials.
+#ifndef MINFER_ATTN_MIN_CHUNK
+#define MINFER_ATTN_MIN_CHUNK 64
+#endif
+static_assert(MINFER_ATTN_MIN_CHUNK >= 1, "decode split tunable");
+constexpr int kChunkAlign = 32;  // chunks are multiples of it
+struct DecodeSplit {
+    int chunk, n_split;
+};
+// chunk >= ceil(L / max_splits), so n_split = ceil(L / chunk) <= max_splits: the partials fit. The host
+// launcher and, under a CUDA graph, the kernels themselves compute it.
+__host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
+    int chunk = (L + max_splits - 1) / max_splits;
+    chunk = chunk > MINFER_ATTN_MIN_CHUNK ? chunk : MINFER_ATTN_MIN_CHUNK;
+    chunk = (chunk + kChunkAlign - 1) / kChunkAlign * kChunkAlign;
+    return {chunk, (L + chunk - 1) / chunk};
+}
+
+// The tensor-core decode kernel. Block (kvh, s, row * zc + z) takes chunk s (keys p_begin .. p_end - 1)
+// of KV head kvh for query heads 16 z .. of the row's group (gh <= 16 of them): the rows of one m16 MMA
+// tile, rows past gh zeros. Each warp walks its own keys of the chunk, 16 at a time (warp w: p_begin +
+// 64 i + 16 w + 0..15), through its own K and V slots of shared memory, copied by its own lanes with
+// cp.async (no block barrier in the loop; K and V in separate groups, so S is computed while V lands and
+// the next K is in flight during P V). Per 16 keys: S = Q K^T (two 8-key n-tiles), the rows' online
+// softmax, O += P V (the 16 keys one k-step). At the end the four warps' (m, l, O) are merged through
+// shared memory into the row's output (one chunk) or the chunk's partial (unnormalized O, m, l).
+// Precision: Q and P enter the MMAs as f16 hi + lo pairs (lo: hi's rounding error, rounded), both
+// multiplied, so the operands carry about 22 bits and the result is as close to float64 as the f32
+// CUDA-core arithmetic it replaced (decode reads the whole cache for one query: the MMAs' cost is small).
+// P is scaled by 2^kPScale (so its small values stay clear of f16 subnormals), l alike: the ratio is the same.
+// The keys before the row's last (written by earlier steps) are copied before pdl_wait; the last one (this
+// step's, written by the kernel before) after it.
+#ifndef MINFER_ATTN_EARLY
+#define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
+#endif
+constexpr int kDecKeys = 16;  // keys per warp and tile
+constexpr float kPScale = 15.0f;
+// Dynamic shared memory: Q hi and lo (16 rows each), then per warp a K and a V slot of 16 rows; the merge
+// reuses the slots for 4 x 16 rows of O (f32) and the warps' m and l.
+template <int HD>
+constexpr int dec_q_bytes() {
+    return 2 * 16 * row_stride<HD>() * 2;
+}
+template <int HD>
+constexpr int dec_smem_bytes() {
+    constexpr int slots = kWarps * 2 * kDecKeys * row_stride<HD>() * 2, merge = (kWarps * 16 * HD + 2 * kWarps * 16) * 4;
+    return dec_q_bytes<HD>() + (slots > merge ? slots : merge);
+}
+
+// Rounds a and b to f16 (hi) and their remainders a - hi, b - hi to f16 (lo), each pair packed as f16x2.
+__device__ __forceinline__ void split_f16x2(float a, float b, uint32_t& hi, uint32_t& lo) {
+    hi = mv::pack_f16x2(a, b);
+    const float ha = __half2float(__ushort_as_half(static_cast<unsigned short>(hi & 0xffffu)));
+    const float hb = __half2float(__ushort_as_half(static_cast<unsigned short>(hi >> 16)));
+    lo = mv::pack_f16x2(a - ha, b - hb);
+}
+
+// q: [rows][n_head * HD] f32 (rows of one token each; row r at position pos_dev[r], or L - 1 when pos_dev
+// is null); part: per row, n_head * gridDim.y * (HD + 2) floats; out like q, out16 (optional) its f16 copy.
+template <int HD>
+__global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* __restrict__ q, const __half* __restrict__ kc,
+                                                                    const __half* __restrict__ vc, float* __restrict__ part,
+                                                                    float* __restrict__ out, int L, int group, int kv_dim, float qscale,
+                                                                    int chunk, const int32_t* __restrict__ pos_dev, int zc, KvMap kv,
+                                                                    __half* __restrict__ out16) {
+    static_assert(HD % 16 == 0, "whole MMA tiles");
+    constexpr int S = row_stride<HD>(), CPR = HD / 8, kKSteps = HD / 16, kNTiles = HD / 8;
+    constexpr int kSlot = kDecKeys * S * 2;  // bytes of one K or V slot
+    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int g = lane >> 2, t = lane & 3;
+    const int kvh = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
+    const int row = static_cast<int>(blockIdx.z) / zc, z = static_cast<int>(blockIdx.z) % zc;
+    int n_split = static_cast<int>(gridDim.y);
+    // Positions and page tables were written before this step's first kernel: readable before pdl_wait.
+    if (pos_dev) {  // the launch covers the most chunks: this length's split
+        L = pos_dev[row] + 1;
+        const DecodeSplit sp = decode_split_for(L, n_split);
+        chunk = sp.chunk;
+        n_split = sp.n_split;
+        if (s >= n_split) return;  // block-uniform
+    }
+    const int gh = min(group - 16 * z, 16), hq0 = kvh * group + 16 * z;
+    const int p_begin = s * chunk, p_end = min(L, p_begin + chunk);
+    const int64_t q_dim = int64_t{kv_dim} * group;
+    const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
+    const uint32_t q_hi = sbase, q_lo = sbase + 16 * S * 2;
+    const uint32_t k_slot = sbase + dec_q_bytes<HD>() + static_cast<uint32_t>(warp * 2 * kSlot), v_slot = k_slot + kSlot;
+    const __half* kbase = kc + kvh * HD;
+    const __half* vbase = vc + kvh * HD;
+
+    // The warp's 16 keys from k0 into its slot: keys past the chunk zero-filled; key `skip` not copied.
+    auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
+        for (int i = lane; i < kDecKeys * CPR; i += 32) {
+            const int r = i / CPR, c = i % CPR, key = k0 + r;
+            if (key == skip) continue;
+            const bool ok = key < p_end;
+            const __half* src = ok ? base + kv_row(kv, row, key) * kv_dim + c * 8 : base;
+            mv::cp_async16<0>(slot + static_cast<uint32_t>((r * S + c * 8) * 2), src, ok ? 16 : 0);
+        }
+    };
+    const int last = L - 1;  // this step's key: written by the kernel before this one
+    int k0 = p_begin + kDecKeys * warp;
+    const bool active = k0 < p_end;  // the warp has keys
+    if (active) copy_tile(k_slot, kbase, k0, MINFER_ATTN_EARLY ? last : -1);
+    mv::cp_async_commit();
+    if (active) copy_tile(v_slot, vbase, k0, MINFER_ATTN_EARLY ? last : -1);
+    mv::cp_async_commit();
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    if (MINFER_ATTN_EARLY && active && last >= k0 && last < k0 + kDecKeys) {
+        for (int c = lane; c < CPR; c += 32) {
+            const int64_t off = kv_row(kv, row, last) * kv_dim + c * 8;
+            const uint32_t at = static_cast<uint32_t>(((last - k0) * S + c * 8) * 2);
+            mv::cp_async16<0>(k_slot + at, kbase + off, 16);
+            mv::cp_async16<0>(v_slot + at, vbase + off, 16);
+        }
+    }
+    mv::cp_async_commit();
+
+    // Q of the block's heads, times qscale, as f16 hi and lo rows (rows past gh: zeros).
+    for (int i = static_cast<int>(threadIdx.x); i < 16 * (HD / 4); i += kThreads) {
+        const int r = i / (HD / 4), c = 4 * (i % (HD / 4));
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < gh) v = __ldg(reinterpret_cast<const float4*>(q + row * q_dim + int64_t{hq0 + r} * HD + c));
+        uint32_t h0, l0, h1, l1;
+        split_f16x2(v.x * qscale, v.y * qscale, h0, l0);
+        split_f16x2(v.z * qscale, v.w * qscale, h1, l1);
+        auto* dh = reinterpret_cast<uint32_t*>(mv::mv_smem + (r * S + c) * 2);
+        auto* dl = reinterpret_cast<uint32_t*>(mv::mv_smem + 16 * S * 2 + (r * S + c) * 2);
+        dh[0] = h0, dh[1] = h1, dl[0] = l0, dl[1] = l1;
+    }
+    __syncthreads();
+
+    float o[kNTiles][4];
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+#pragma unroll
+    for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.0f;
+    for (bool first = true; active; first = false) {
+        if (first) mv::cp_async_wait<0>();
+        else mv::cp_async_wait<1>();  // K: all but the newest group (this tile's V)
+        __syncwarp();
+        float sc[2][4] = {};
+#pragma unroll
+        for (int kk = 0; kk < kKSteps; ++kk) {
+            uint32_t qh[4], ql[4], b[4];
+            const uint32_t qa = static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + kk * 16 + 8 * (lane >> 4)) * 2);
+            mv::ldsm_x4(qh, q_hi + qa);
+            mv::ldsm_x4(ql, q_lo + qa);
+            // matrices: keys 0-7 (dims kk*16, +8), keys 8-15 (the same dims)
+            mv::ldsm_x4(b, k_slot + static_cast<uint32_t>((((lane & 7) + 8 * (lane >> 4)) * S + kk * 16 + 8 * ((lane >> 3) & 1)) * 2));
+            mv::mma(sc[0], qh[0], qh[1], qh[2], qh[3], make_uint2(b[0], b[1]));
+            mv::mma(sc[0], ql[0], ql[1], ql[2], ql[3], make_uint2(b[0], b[1]));
+            mv::mma(sc[1], qh[0], qh[1], qh[2], qh[3], make_uint2(b[2], b[3]));
+            mv::mma(sc[1], ql[0], ql[1], ql[2], ql[3], make_uint2(b[2], b[3]));
+        }
+        const int k_next = k0 + kWarps * kDecKeys;
+        const bool next = k_next < p_end;
+        __syncwarp();  // the K slot is read
+        if (next) copy_tile(k_slot, kbase, k_next, -1);
+        mv::cp_async_commit();  // possibly empty: keeps the waits' counts
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = m[r];
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    if (k0 + 8 * nt + 2 * t + e >= p_end) sc[nt][2 * r + e] = -INFINITY;
+                    mx = fmaxf(mx, sc[nt][2 * r + e]);
+                }
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+            const float alpha = exp2f(m[r] - mx);  // 0 on the first tile (the tile has a key: mx is finite)
+            m[r] = mx;
+            l[r] *= alpha;
+#pragma unroll
+            for (int dn = 0; dn < kNTiles; ++dn) {
+                o[dn][2 * r] *= alpha;
+                o[dn][2 * r + 1] *= alpha;
+            }
+            const float base = mx - kPScale;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                sc[nt][2 * r] = exp2f(sc[nt][2 * r] - base);  // 0 past the chunk
+                sc[nt][2 * r + 1] = exp2f(sc[nt][2 * r + 1] - base);
+                l[r] += sc[nt][2 * r] + sc[nt][2 * r + 1];
+            }
+        }
+        uint32_t ph[4], pl[4];  // P as the A tile: rows g, g + 8 x keys 2t, 2t + 1 and 8 + 2t, 9 + 2t
+        split_f16x2(sc[0][0], sc[0][1], ph[0], pl[0]);
+        split_f16x2(sc[0][2], sc[0][3], ph[1], pl[1]);
+        split_f16x2(sc[1][0], sc[1][1], ph[2], pl[2]);
+        split_f16x2(sc[1][2], sc[1][3], ph[3], pl[3]);
+        mv::cp_async_wait<1>();  // V: all but the newest group (the next K)
+        __syncwarp();
+#pragma unroll
+        for (int dn = 0; dn < kNTiles; dn += 2) {
+            // matrices: keys 0-7 and 8-15 x dims dn*8, then the same keys x dims dn*8 + 8; transposed
+            uint32_t b[4];
+            mv::ldsm_x4_trans(b, v_slot + static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + dn * 8 + 8 * (lane >> 4)) * 2));
+            mv::mma(o[dn], ph[0], ph[1], ph[2], ph[3], make_uint2(b[0], b[1]));
+            mv::mma(o[dn], pl[0], pl[1], pl[2], pl[3], make_uint2(b[0], b[1]));
+            mv::mma(o[dn + 1], ph[0], ph[1], ph[2], ph[3], make_uint2(b[2], b[3]));
+            mv::mma(o[dn + 1], pl[0], pl[1], pl[2], pl[3], make_uint2(b[2], b[3]));
+        }
+        if (!next) break;
+        __syncwarp();  // the V slot is read
+        copy_tile(v_slot, vbase, k_next, -1);
+        mv::cp_async_commit();
+        k0 = k_next;
+    }
+
+    // Merge the warps: each one's m, l (summed over its quad) and O rows into shared memory (the slots).
+    __syncthreads();  // every warp is done with its slots
+    float* mo = reinterpret_cast<float*>(mv::mv_smem + dec_q_bytes<HD>());  // [warp][16][HD]
+    float* mm = mo + kWarps * 16 * HD;                                        // [warp][16]
+    float* ml = mm + kWarps * 16;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(kAll, sum, 1);
+        sum += __shfl_xor_sync(kAll, sum, 2);
+        const int rr = warp * 16 + g + 8 * r;
+        if (t == 0) {
+            mm[rr] = m[r];
+            ml[rr] = sum;
+        }
+#pragma unroll
+        for (int dn = 0; dn < kNTiles; ++dn) {
+            mo[rr * HD + dn * 8 + 2 * t] = o[dn][2 * r];
+            mo[rr * HD + dn * 8 + 2 * t + 1] = o[dn][2 * r + 1];
+        }
+    }
+    __syncthreads();
+    for (int i = static_cast<int>(threadIdx.x); i < gh * HD; i += kThreads) {
+        const int r = i / HD, d = i % HD;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) M = fmaxf(M, mm[w * 16 + r]);
+        float acc = 0.0f, sum = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) {
+            const float mw = mm[w * 16 + r];
+            const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - M);  // a warp without keys adds nothing
+            acc += wt * mo[(w * 16 + r) * HD + d];
+            sum += wt * ml[w * 16 + r];
+        }
+        const int64_t h = hq0 + r;
+        if (n_split == 1) {
+            const float v = acc / sum;
+            out[row * q_dim + h * HD + d] = v;
+            if (out16) out16[row * q_dim + h * HD + d] = __float2half_rn(v);
+        } else {
+            float* dst = part + (row * (q_dim / HD) * gridDim.y + h * n_split + s) * (HD + 2);
+            dst[d] = acc;
+            if (d == 0) {
+                dst[HD] = M;
+                dst[HD + 1] = sum;
+            }
+        }
+    }
+}
+
 }  // namespace minfer::cuda::fa

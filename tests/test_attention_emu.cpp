@@ -142,3 +142,115 @@ TEST_CASE("prefill attention (tensor cores, emulated): against a float64 attenti
         }
     }
 }
+
+namespace {
+
+struct DecodeCase {
+    int n_head, n_head_kv, hd, max_splits;
+    std::vector<int> lengths;  // one row (query token) each, over the same cached sequence
+    bool on_device;            // lengths from pos_dev (a CUDA graph's step); else one row, L given
+};
+
+// The decode kernel's rows, each merged from its chunks' partials in float64 (the combine kernel's
+// formula) where it has several; out16 (single-chunk rows) must be the f32 output rounded.
+template <int HD>
+std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q, const Cache& c, const Config& cfg) {
+    const int rows = static_cast<int>(cs.lengths.size()), group = cs.n_head / cs.n_head_kv, zc = (group + 15) / 16;
+    const size_t q_dim = static_cast<size_t>(cs.n_head) * HD, per_head = static_cast<size_t>(HD) + 2;
+    const size_t n_out = static_cast<size_t>(rows) * q_dim;
+    std::vector<float> out(n_out + 64, std::nanf("")), part(static_cast<size_t>(rows) * cs.n_head * cs.max_splits * per_head + 64, std::nanf(""));
+    std::vector<__half> out16(n_out + 64, __half{0x7e00});
+    for (size_t i = n_out; i < out.size(); ++i) out[i] = out16[i].bits = 12345;
+    for (size_t i = part.size() - 64; i < part.size(); ++i) part[i] = 12345.0f;
+    std::vector<int32_t> pos;
+    for (int L : cs.lengths) pos.push_back(L - 1);
+    const std::vector<int32_t> slots(static_cast<size_t>(rows), 0);
+    mv_emu::readable = {{q.data(), q.size() * sizeof(float)},      {c.k.data(), c.k.size() * 2},
+                        {c.v.data(), c.v.size() * 2},              {c.pages.data(), c.pages.size() * sizeof(int32_t)},
+                        {pos.data(), pos.size() * sizeof(int32_t)}, {slots.data(), slots.size() * sizeof(int32_t)}};
+    minfer::cuda::KvMap kv;
+    kv.pages = c.pages.data();
+    kv.slot = slots.data();
+    kv.stride = static_cast<int>(c.pages.size());
+    const float qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(HD)));
+    const auto* kc = reinterpret_cast<const __half*>(c.k.data());
+    const auto* vc = reinterpret_cast<const __half*>(c.v.data());
+    const int L0 = cs.lengths[0];
+    const fa::DecodeSplit host = fa::decode_split_for(L0, cs.max_splits);
+    const unsigned gy = static_cast<unsigned>(cs.on_device ? cs.max_splits : host.n_split);
+    const mv_emu::Dim grid{static_cast<unsigned>(cs.n_head_kv), gy, static_cast<unsigned>(zc * rows)};
+    std::vector<int64_t> order(size_t{grid.x} * grid.y * grid.z);  // blocks in reverse: no order assumed
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(order.size() - 1 - i);
+    emu_test::launch(grid, fa::kThreads, static_cast<size_t>(fa::dec_smem_bytes<HD>()), cfg, [&] {
+        fa::attn_decode_mma_kernel<HD>(q.data(), kc, vc, part.data(), out.data(), cs.on_device ? 0 : L0, group, c.kv_dim, qscale,
+                                       cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data());
+    }, &order);
+    REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
+                    "output written past its end");
+    REQUIRE_MESSAGE(std::all_of(part.end() - 64, part.end(), [](float v) { return v == 12345.0f; }), "partials written past their end");
+    for (int r = 0; r < rows; ++r) {
+        const int n_split = fa::decode_split_for(cs.lengths[static_cast<size_t>(r)], static_cast<int>(gy)).n_split;
+        for (int h = 0; h < cs.n_head; ++h) {
+            float* o = out.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * HD;
+            if (n_split == 1) {
+                for (int d = 0; d < HD; ++d) CHECK(out16[static_cast<size_t>(o - out.data()) + d].bits == quant::f32_to_f16(o[d]));
+                continue;
+            }
+            const float* p = part.data() + (static_cast<size_t>(r) * cs.n_head * gy + static_cast<size_t>(h) * n_split) * per_head;
+            double M = -INFINITY;
+            for (int s = 0; s < n_split; ++s) M = std::max(M, static_cast<double>(p[s * per_head + HD]));
+            double sum = 0;
+            std::vector<double> acc(HD, 0.0);
+            for (int s = 0; s < n_split; ++s) {
+                const double w = std::exp2(p[s * per_head + HD] - M);
+                sum += w * p[s * per_head + HD + 1];
+                for (int d = 0; d < HD; ++d) acc[static_cast<size_t>(d)] += w * p[s * per_head + d];
+            }
+            for (int d = 0; d < HD; ++d) o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);  // NaN stays NaN
+        }
+    }
+    out.resize(n_out);
+    return out;
+}
+
+}  // namespace
+
+// The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) against float64: rel L2 about 1e-7
+// (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp). Planted bugs:
+// P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait and never again, the
+// last tile's mask off by one, the first tile's wait for all but one group.
+TEST_CASE("decode attention (tensor cores, emulated): against a float64 attention over the f16 cache") {
+    const DecodeCase cases[] = {
+        {7, 1, 128, 8, {1000}, false},               // group 7, 8 chunks of 128 keys: two tiles a warp
+        {7, 1, 128, 3, {1000, 17, 1, 130}, true},    // 3 chunks of 352 keys: six tiles a warp; rows of 1 and 17 keys
+        {4, 2, 64, 4, {65, 64, 2, 300}, true},       // group 4, head_dim 64; lengths at the tile's edges
+        {2, 2, 64, 1, {200}, false},                 // group 1, one chunk of 200 keys (warps end at different tiles)
+        {20, 1, 64, 2, {150, 33}, true},             // group 20: two blocks of heads (16 and 4)
+    };
+    uint64_t seed = 9100;
+    for (const DecodeCase& cs : cases) {
+        CAPTURE(cs.n_head);
+        CAPTURE(cs.n_head_kv);
+        CAPTURE(cs.hd);
+        CAPTURE(cs.max_splits);
+        const int most = *std::max_element(cs.lengths.begin(), cs.lengths.end());
+        const Cache c = make_cache(cs.n_head_kv, cs.hd, most, seed);
+        const size_t q_dim = static_cast<size_t>(cs.n_head) * cs.hd;
+        const auto q = normal(cs.lengths.size() * q_dim, seed + 3, 2.0f);  // sd 2: peaked rows
+        seed += 4;
+        for (const Config& cfg : kConfigs) {
+            CAPTURE(cfg.reverse);
+            const auto out = cs.hd == 64 ? run_decode<64>(cs, q, c, cfg) : run_decode<128>(cs, q, c, cfg);
+            for (size_t r = 0; r < cs.lengths.size(); ++r) {
+                CAPTURE(r);
+                const int L = cs.lengths[r];
+                const Case one{cs.n_head, cs.n_head_kv, cs.hd, 1, L - 1};
+                const std::vector<float> qr(q.begin() + static_cast<std::ptrdiff_t>(r * q_dim), q.begin() + static_cast<std::ptrdiff_t>((r + 1) * q_dim));
+                const std::vector<float> got(out.begin() + static_cast<std::ptrdiff_t>(r * q_dim), out.begin() + static_cast<std::ptrdiff_t>((r + 1) * q_dim));
+                const double err = rel_l2(got, reference(one, qr, c));
+                MESSAGE("rel L2 " << err);
+                CHECK(err < 1e-5);
+            }
+        }
+    }
+}

@@ -42,23 +42,31 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<double>& ref
 // Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,
 // fenced by 64 canary bytes checked after each CTA), one after another in the order `order` gives (a
 // permutation of 0 .. grid-1; none: ascending).
+// A grid of three dimensions: blocks in x-fastest order, the linear index b as (b % x, b / x % y, b / (x y)).
 template <class K>
-void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel, const std::vector<int64_t>* order = nullptr) {
+void launch(mv_emu::Dim grid, int threads, size_t smem, const Config& cfg, K kernel, const std::vector<int64_t>* order = nullptr) {
     namespace mv = minfer::cuda::mv;
     REQUIRE(smem + 64 <= mv::kEmuSmemBytes);
     auto& rt = mv_emu::rt;
     rt.reverse = cfg.reverse;
     rt.eager = cfg.eager;
-    rt.grid = {static_cast<unsigned>(grid), 1, 1};
-    std::mt19937 rng(static_cast<unsigned>(grid));
-    for (int64_t i = 0; i < grid; ++i) {
+    rt.grid = grid;
+    const int64_t n = int64_t{grid.x} * grid.y * grid.z;
+    std::mt19937 rng(static_cast<unsigned>(n));
+    for (int64_t i = 0; i < n; ++i) {
         const int64_t b = order ? (*order)[static_cast<size_t>(i)] : i;
         for (size_t i = 0; i < smem; ++i) mv::mv_smem[i] = cfg.nan_fill ? 0xff : static_cast<uint8_t>(rng());
         std::memset(mv::mv_smem + smem, 0xa5, 64);
-        mv_emu::run_cta(static_cast<unsigned>(b), threads, kernel);
+        const mv_emu::Dim block{static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                                static_cast<unsigned>(b / (int64_t{grid.x} * grid.y))};
+        mv_emu::run_cta(block, threads, kernel);
         REQUIRE_MESSAGE(std::all_of(mv::mv_smem + smem, mv::mv_smem + smem + 64, [](uint8_t v) { return v == 0xa5; }),
                         "shared memory written past its size");
     }
+}
+template <class K>
+void launch(int64_t grid, int threads, size_t smem, const Config& cfg, K kernel, const std::vector<int64_t>* order = nullptr) {
+    launch(mv_emu::Dim{static_cast<unsigned>(grid), 1u, 1u}, threads, smem, cfg, kernel, order);
 }
 
 }  // namespace emu_test

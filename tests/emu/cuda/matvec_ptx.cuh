@@ -76,6 +76,7 @@ struct __half {
 };
 inline __half __ushort_as_half(unsigned short v) { return {v}; }
 inline float __half2float(__half h) { return minfer::quant::f16_to_f32(h.bits); }
+inline __half __float2half_rn(float f) { return {minfer::quant::f32_to_f16(f)}; }
 
 inline uint32_t __float_as_uint(float f) { return minfer::quant::f32_bits(f); }
 inline int __float_as_int(float f) { return static_cast<int>(minfer::quant::f32_bits(f)); }
@@ -224,8 +225,8 @@ inline void fiber_entry() {
 }
 
 // Runs `body` as the n threads of CTA `block` (n a multiple of 32).
-inline void run_cta(unsigned block, int n, std::function<void()> body) {
-    rt.block = {block, 0, 0};
+inline void run_cta(Dim block, int n, std::function<void()> body) {
+    rt.block = block;
     rt.n = n;
     rt.body = std::move(body);
     for (int w = 0; w < n / 32; ++w) rt.warp[w] = Group{32, 0, 0};
