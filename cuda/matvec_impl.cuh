@@ -1687,6 +1687,9 @@ __global__ __launch_bounds__(kDpThreads, kMinBlocks) void matvec_staged_kernel(c
 // loads in flight per thread, x (8 floats per chunk, read through L1 where the weights bypass it) loaded
 // once for the R rows. One f32 FMA per weight plus its conversion: far below the issue budget at 4 TB/s
 // of 2-byte weights. R = 4 on tall matrices, 1 on short ones (enough CTAs to fill the GPU).
+#ifndef MINFER_PLAIN_EARLY
+#define MINFER_PLAIN_EARLY 1
+#endif
 
 template <Type T>
 __device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
@@ -1715,8 +1718,6 @@ __device__ __forceinline__ float dot_chunk(const uint4 v, const float* x) {
 template <Type T, int R>
 __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, const float* __restrict__ x, int64_t cols,
                                                            bool accumulate) {
-    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
-    pdl_launch_dependents();
     constexpr int kElemBytes = T == Type::F32 ? 4 : 2, kPer = 16 / kElemBytes;
     const int64_t row_bytes = cols * kElemBytes, nch = cols / kPer;
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
@@ -1731,13 +1732,21 @@ __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, c
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     int64_t c = threadIdx.x;
-    for (; c + 128 < nch; c += 256) {
-        uint4 v0[R], v1[R];
+    uint4 v0[R], v1[R];
+    auto load = [&]() {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             v0[r] = ld_stream(wr[r] + c);
             v1[r] = ld_stream(wr[r] + c + 128);
         }
+    };
+    // The first chunks are weights only: loaded before the wait for the kernel that writes x (and y), so
+    // they are in flight while that kernel drains (-DMINFER_PLAIN_EARLY=0: after it).
+    if (MINFER_PLAIN_EARLY && c + 128 < nch) load();
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    for (; c + 128 < nch; c += 256) {
+        if (!MINFER_PLAIN_EARLY || c != threadIdx.x) load();
 #pragma unroll
         for (int r = 0; r < R; ++r) acc[r] += dot_chunk<T>(v0[r], x + c * kPer) + dot_chunk<T>(v1[r], x + (c + 128) * kPer);
     }
