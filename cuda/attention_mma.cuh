@@ -22,6 +22,7 @@
 
 #include "cuda/matvec_ptx.cuh"  // first: CUDA (or, in tests/emu, its stand-ins)
 #include "cuda/kv_map.cuh"
+#include "cuda/matvec_impl.cuh"  // mv::xq_put4: the output projection's int8 input
 
 namespace minfer::cuda::fa {
 
@@ -273,6 +274,13 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
+// A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
+// (the combine reads it in float4s).
+template <int HD>
+constexpr int part_stride() {
+    return HD + 4;
+}
+__host__ __device__ constexpr int part_stride(int hd) { return hd + 4; }
 constexpr float kPScale = 15.0f;
 // Dynamic shared memory: Q hi and lo (16 rows each), then per warp a K and a V slot of 16 rows; the merge
 // reuses the slots for 4 x 16 rows of O (f32) and the warps' m and l.
@@ -295,13 +303,16 @@ __device__ __forceinline__ void split_f16x2(float a, float b, uint32_t& hi, uint
 }
 
 // q: [rows][n_head * HD] f32 (rows of one token each; row r at position pos_dev[r], or L - 1 when pos_dev
-// is null); part: per row, n_head * gridDim.y * (HD + 2) floats; out like q, out16 (optional) its f16 copy.
+// is null); part: per row, n_head * gridDim.y * part_stride<HD>() floats; out like q, out16 (optional) its
+// f16 copy, xq (optional) its int8 form (mv::xq_put4) as row xq_row0 + r of xq_rows. The three are written
+// by the kernel for rows of one chunk and by the combine for the others.
 template <int HD>
 __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* __restrict__ q, const __half* __restrict__ kc,
                                                                     const __half* __restrict__ vc, float* __restrict__ part,
                                                                     float* __restrict__ out, int L, int group, int kv_dim, float qscale,
                                                                     int chunk, const int32_t* __restrict__ pos_dev, int zc, KvMap kv,
-                                                                    __half* __restrict__ out16) {
+                                                                    __half* __restrict__ out16, uint8_t* __restrict__ xq, int xq_row0,
+                                                                    int xq_rows) {
     static_assert(HD % 16 == 0, "whole MMA tiles");
     constexpr int S = row_stride<HD>(), CPR = HD / 8, kKSteps = HD / 16, kNTiles = HD / 8;
     constexpr int kSlot = kDecKeys * S * 2;  // bytes of one K or V slot
@@ -472,27 +483,45 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         }
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < gh * HD; i += kThreads) {
-        const int r = i / HD, d = i % HD;
+    // Thread i of a pass takes 4 consecutive dimensions of one head (8 threads a 32-dimension block of xq:
+    // the passes are warp-uniform, xq_put4 shuffles).
+    constexpr int kQuads = HD / 4;
+    for (int i0 = 0; i0 < gh * kQuads; i0 += kThreads) {
+        const int i = i0 + static_cast<int>(threadIdx.x);
+        const bool valid = i < gh * kQuads;  // the same for each group of 8 (kQuads is a multiple of 8)
+        const int r = valid ? i / kQuads : 0, d = 4 * (i % kQuads);
         float M = -INFINITY;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) M = fmaxf(M, mm[w * 16 + r]);
-        float acc = 0.0f, sum = 0.0f;
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sum = 0.0f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) {
             const float mw = mm[w * 16 + r];
             const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - M);  // a warp without keys adds nothing
-            acc += wt * mo[(w * 16 + r) * HD + d];
+            const float4 ow = *reinterpret_cast<const float4*>(mo + (w * 16 + r) * HD + d);
+            acc[0] += wt * ow.x;
+            acc[1] += wt * ow.y;
+            acc[2] += wt * ow.z;
+            acc[3] += wt * ow.w;
             sum += wt * ml[w * 16 + r];
         }
         const int64_t h = hq0 + r;
-        if (n_split == 1) {
-            const float v = acc / sum;
-            out[row * q_dim + h * HD + d] = v;
-            if (out16) out16[row * q_dim + h * HD + d] = __float2half_rn(v);
-        } else {
-            float* dst = part + (row * (q_dim / HD) * gridDim.y + h * n_split + s) * (HD + 2);
-            dst[d] = acc;
+        if (n_split == 1) {  // block-uniform
+            const float4 v = make_float4(acc[0] / sum, acc[1] / sum, acc[2] / sum, acc[3] / sum);
+            const int64_t at = row * q_dim + h * HD + d;
+            if (valid) {
+                *reinterpret_cast<float4*>(out + at) = v;
+                if (out16) {
+                    out16[at] = __float2half_rn(v.x);
+                    out16[at + 1] = __float2half_rn(v.y);
+                    out16[at + 2] = __float2half_rn(v.z);
+                    out16[at + 3] = __float2half_rn(v.w);
+                }
+            }
+            if (xq) mv::xq_put4(v, h * HD + d, q_dim, xq, valid, xq_row0 + row, xq_rows);
+        } else if (valid) {
+            float* dst = part + (row * (q_dim / HD) * gridDim.y + h * n_split + s) * part_stride<HD>();
+            *reinterpret_cast<float4*>(dst + d) = make_float4(acc[0], acc[1], acc[2], acc[3]);
             if (d == 0) {
                 dst[HD] = M;
                 dst[HD + 1] = sum;

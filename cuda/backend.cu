@@ -711,9 +711,13 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
 
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                               const std::vector<int32_t>& pages, int stride, const std::vector<int32_t>& pos,
-                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16) {
+                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16,
+                                              std::vector<uint8_t>* xq, std::vector<uint8_t>* xq_ref) {
     cuda::Stream stream;
     const int rows = static_cast<int>(pos.size());
+    const int64_t q_dim = int64_t{n_head} * head_dim;
+    const size_t xq_size = static_cast<size_t>(rows * cuda::matvec_xq_bytes(q_dim));
+    DeviceMemory dxq(xq ? xq_size : 0, nullptr, "xq"), dxq_ref(xq ? xq_size : 0, nullptr, "xq reference");
     std::vector<int32_t> slots(pos.size());
     for (int r = 0; r < rows; ++r) slots[static_cast<size_t>(r)] = r;
     DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(q.size() * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
@@ -728,14 +732,25 @@ std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const
     check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
     if (out16) check(cudaMemset(dout16.as<void>(), 0xff, dout16.bytes()), "poison out16");
+    if (xq) check(cudaMemset(dxq.as<void>(), 0xff, dxq.bytes()), "poison xq");
     inputs_landed();
     cuda::KvMap map;
     map.pages = dpages.as<int32_t>();
     map.slot = dslot.as<int32_t>();
     map.stride = stride;
     cuda::attention_decode_rows(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), rows, dpos.as<int32_t>(), n_head,
-                                n_head_kv, head_dim, part.as<float>(), stream.get(), map, out16 ? dout16.as<__half>() : nullptr);
+                                n_head_kv, head_dim, part.as<float>(), stream.get(), map, out16 ? dout16.as<__half>() : nullptr,
+                                xq ? dxq.as<void>() : nullptr, 0, rows);
+    if (xq) cuda::quantize_x(dout.as<float>(), nullptr, q_dim, dxq_ref.as<void>(), stream.get(), rows);  // what the launch replaces
     stream.sync("attention");
+    if (xq) {
+        xq->resize(xq_size);
+        check(cudaMemcpy(xq->data(), dxq.as<void>(), xq_size, cudaMemcpyDeviceToHost), "download xq");
+        if (xq_ref) {
+            xq_ref->resize(xq_size);
+            check(cudaMemcpy(xq_ref->data(), dxq_ref.as<void>(), xq_size, cudaMemcpyDeviceToHost), "download xq reference");
+        }
+    }
     std::vector<float> out(q.size());
     check(cudaMemcpy(out.data(), dout.as<void>(), q.size() * 4, cudaMemcpyDeviceToHost), "download out");
     if (out16) {

@@ -9,9 +9,11 @@
 // (bias, q/k norm, RoPE and the f16 KV store in one kernel); attention; the output projection; RMSNorm;
 // gate and up projections; SwiGLU; the down projection. The output and down projections add into the
 // residual stream in the mat-vec's or the GEMM's epilogue (no add kernel). A single-token chunk (decode)
-// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type, and
-// forms SwiGLU as the down projection loads its input: 8 launches per layer for quantized weights (norm,
-// qkv, qkv_finish, attention and its combine, output projection, norm, gate/up, down: 9 with the combine) instead of 20 on the op-by-op path of
+// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type; the
+// norms write the int8 mat-vecs' input, the attention (or its combine) the output projection's, and
+// SwiGLU is formed by one quantize_x launch (int8 weights) or as the down projection loads its input
+// (others): 9 launches per layer for int8 weights (norm, qkv, qkv_finish, attention, output projection,
+// norm, gate/up, quantize_x, down; 10 with the combine past 64 keys), instead of 20 on the op-by-op path of
 // engine/forward.cpp over cuda/backend.cu's Ops. A chunk of 2 to 8 tokens (a decode step of a few
 // sequences, a short prompt) takes the same launches with the int8 mat-vec over several inputs where the
 // weights have the int8 path (each weight read once for all the tokens, cuda/matvec_impl.cuh); longer
@@ -47,6 +49,11 @@
 // a conversion pass does (0; the A/B knob).
 #ifndef MINFER_ATT_F16_OUT
 #define MINFER_ATT_F16_OUT 1
+#endif
+// A decode step whose output projection takes the int8 mat-vec: the attention (or its combine) writes the
+// quantized input itself (1), or a quantize_x launch does (0; the A/B knob).
+#ifndef MINFER_ATT_XQ_OUT
+#define MINFER_ATT_XQ_OUT 1
 #endif
 
 namespace minfer::device {
@@ -458,6 +465,8 @@ private:
             // A decode step of many sequences (every run one token) whose output projection takes the GEMM:
             // the attention writes the GEMM's f16 input itself.
             __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) && all_rows ? gemm_->input16(att, n, q_dim_) : nullptr;
+            // ... and where it takes the int8 mat-vec, its int8 input (no quantize_x launch).
+            void* att_xq = MINFER_ATT_XQ_OUT && i8(L.wo) && all_rows ? xq : nullptr;
             for (size_t r = 0; r < runs.size();) {
                 const RunDev& run = runs[r];
                 if (run.n > 1) {  // a prefill chunk of one sequence
@@ -475,11 +484,11 @@ private:
                 rows_map.slot = slot_dev + run.begin;
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
-                                            att16 ? att16 + run.begin * q_dim_ : nullptr);
+                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n);
                 r = e;
             }
             if (i8(L.wo)) {
-                cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
+                if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
             } else {
                 matmul(L.wo, att, x, true, att16 != nullptr);  // x += Wo att

@@ -152,14 +152,19 @@ struct DecodeCase {
 };
 
 // The decode kernel's rows, each merged from its chunks' partials in float64 (the combine kernel's
-// formula) where it has several; out16 (single-chunk rows) must be the f32 output rounded.
+// formula) where it has several; out16 (single-chunk rows) must be the f32 output rounded, and xq (their
+// int8 form, block-interleaved rows) must decode to it within the quantization's step (2^-15 of the
+// 32-column block's largest magnitude; the GPU test compares its bytes with quantize_x's).
 template <int HD>
 std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q, const Cache& c, const Config& cfg) {
     const int rows = static_cast<int>(cs.lengths.size()), group = cs.n_head / cs.n_head_kv, zc = (group + 15) / 16;
-    const size_t q_dim = static_cast<size_t>(cs.n_head) * HD, per_head = static_cast<size_t>(HD) + 2;
+    const size_t q_dim = static_cast<size_t>(cs.n_head) * HD, per_head = static_cast<size_t>(fa::part_stride<HD>());
     const size_t n_out = static_cast<size_t>(rows) * q_dim;
     std::vector<float> out(n_out + 64, std::nanf("")), part(static_cast<size_t>(rows) * cs.n_head * cs.max_splits * per_head + 64, std::nanf(""));
     std::vector<__half> out16(n_out + 64, __half{0x7e00});
+    const int64_t xq_row = mv::xq_bytes(static_cast<int64_t>(q_dim));
+    std::vector<uint8_t> xq(static_cast<size_t>(rows * xq_row) + 64, 0xff);
+    for (size_t i = xq.size() - 64; i < xq.size(); ++i) xq[i] = 0xa5;
     for (size_t i = n_out; i < out.size(); ++i) out[i] = out16[i].bits = 12345;
     for (size_t i = part.size() - 64; i < part.size(); ++i) part[i] = 12345.0f;
     std::vector<int32_t> pos;
@@ -183,8 +188,10 @@ std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q,
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(order.size() - 1 - i);
     emu_test::launch(grid, fa::kThreads, static_cast<size_t>(fa::dec_smem_bytes<HD>()), cfg, [&] {
         fa::attn_decode_mma_kernel<HD>(q.data(), kc, vc, part.data(), out.data(), cs.on_device ? 0 : L0, group, c.kv_dim, qscale,
-                                       cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data());
+                                       cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data(), xq.data(),
+                                       0, rows);
     }, &order);
+    REQUIRE_MESSAGE(std::all_of(xq.end() - 64, xq.end(), [](uint8_t v) { return v == 0xa5; }), "xq written past its end");
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
     REQUIRE_MESSAGE(std::all_of(part.end() - 64, part.end(), [](float v) { return v == 12345.0f; }), "partials written past their end");
@@ -193,7 +200,16 @@ std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q,
         for (int h = 0; h < cs.n_head; ++h) {
             float* o = out.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * HD;
             if (n_split == 1) {
-                for (int d = 0; d < HD; ++d) CHECK(out16[static_cast<size_t>(o - out.data()) + d].bits == quant::f32_to_f16(o[d]));
+                size_t differ16 = 0, off = 0;
+                for (int d = 0; d < HD; ++d) {
+                    differ16 += out16[static_cast<size_t>(o - out.data()) + d].bits != quant::f32_to_f16(o[d]);
+                    const int64_t col = int64_t{h} * HD + d;
+                    float am = 0.0f;
+                    for (int e = 0; e < 32; ++e) am = std::max(am, std::fabs(o[d / 32 * 32 + e]));
+                    off += !(std::fabs(mv::xq_value(xq.data(), static_cast<int64_t>(q_dim), col, r, rows) - o[d]) <= am * 0x1p-15f);
+                }
+                CHECK(differ16 == 0);
+                CHECK(off == 0);
                 continue;
             }
             const float* p = part.data() + (static_cast<size_t>(r) * cs.n_head * gy + static_cast<size_t>(h) * n_split) * per_head;

@@ -1246,7 +1246,7 @@ TEST_SUITE("cuda") {
         // Five rows, and twenty (a step of many sequences: fewer chunks a row), lengths on both sides of the
         // tile and chunk sizes (one chunk, written by the decode kernel, and several, merged by the
         // combine); the f16 copy of the output (the output projection's input) is the f32 output
-        // rounded, bit for bit.
+        // rounded, bit for bit, and its int8 form quantize_x's bytes.
         const std::vector<int32_t> few = {1, 33, 700, 4096, 2049};
         const std::vector<int32_t> many = {1, 2, 31, 32, 33, 63, 64, 65, 96, 127, 128, 129, 191, 192, 193, 255, 256, 257, 700, 1500};
         uint64_t seed = 61;
@@ -1279,12 +1279,16 @@ TEST_SUITE("cuda") {
             const std::vector<float> q = normal(static_cast<size_t>(rows) * q_dim, seed + 2, 0.0f, 2.0f);
             seed += 10;
             std::vector<uint16_t> out16;
+            std::vector<uint8_t> xq, xq_ref;
             const std::vector<float> out =
-                device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd, &out16);
+                device::testing::cuda_attention_decode_rows(q, k16, v16, pages, stride, pos, n_head, n_head_kv, hd, &out16, &xq, &xq_ref);
             REQUIRE(out16.size() == out.size());
             size_t differ16 = 0;
             for (size_t i = 0; i < out.size(); ++i) differ16 += out16[i] != quant::f32_to_f16(out[i]);
             CHECK(differ16 == 0);
+            // The int8 form (the output projection's input) is quantize_x's of the f32 output, byte for byte.
+            REQUIRE(xq.size() == xq_ref.size());
+            CHECK(xq == xq_ref);
             for (int r = 0; r < rows; ++r) {
                 CAPTURE(r);
                 const int L = lengths[static_cast<size_t>(r)];

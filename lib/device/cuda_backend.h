@@ -171,8 +171,11 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
 // The decode attention of `rows` sequences in one launch over a paged cache (k16, v16: [pool rows]
 // [n_head_kv * head_dim]): row r's query q[r] (q: [rows][n_head * head_dim]) at position pos[r] of the
 // sequence whose page table is pages[r * stride ..] (pages of 16 cache rows). Outputs poisoned first.
-// out16: also the output as f16 bit patterns (the launch's f16 copy for the next GEMM).
+// out16: also the output as f16 bit patterns (the launch's f16 copy for the next GEMM). xq: also the
+// output as the int8 mat-vec's input, written by the launch (rows 0 .. rows-1 of rows); xq_ref: what
+// quantize_x makes of the f32 output (the launch the fused form replaces).
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                               const std::vector<int32_t>& pages, int stride, const std::vector<int32_t>& pos,
-                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16 = nullptr);
+                                              int n_head, int n_head_kv, int head_dim, std::vector<uint16_t>* out16 = nullptr,
+                                              std::vector<uint8_t>* xq = nullptr, std::vector<uint8_t>* xq_ref = nullptr);
 }  // namespace minfer::device::testing
