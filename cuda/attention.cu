@@ -76,8 +76,11 @@ void launch_prefill(const float* q, const __half* kc, const __half* vc, float* o
 // Decode split: about MINFER_ATTN_BLOCKS_PER_SM blocks per SM over all KV heads (few enough to be
 // resident at once, so every block issues its copies immediately), chunks of at least
 // MINFER_ATTN_MIN_CHUNK keys (fa::decode_split_for). A short context takes one chunk (no combine).
+// Two blocks an SM (chunks of 128 keys at 8,192: each warp two pipelined tiles, half the partials to
+// merge) measured fastest at depth on the H200: tg128 @ d8192 of the qwen2-7b q4_K_M synth 419.3 t/s
+// against 394.5 (1) and 395.8 (4), the same at short context (docs/perf.md).
 #ifndef MINFER_ATTN_BLOCKS_PER_SM
-#define MINFER_ATTN_BLOCKS_PER_SM 4
+#define MINFER_ATTN_BLOCKS_PER_SM 2
 #endif
 static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1, "decode split tunable");
 using fa::decode_split_for;
