@@ -1,12 +1,12 @@
-// The attention kernels of the forward pass and their launchers: for prefill (two or more queries) the
-// tensor-core flash attention of cuda/attention_mma.cuh; for decode a split-K flash-decoding kernel (one
-// block per KV head and key chunk, all query heads of the group) with a combine kernel. Checked against
-// the CPU backend and a float64 reference in tests/test_cuda.cpp (the prefill kernel also on the CPU, by
-// the emulator: tests/test_attention_emu.cpp).
+// The attention kernels' launchers and the decode split's combine kernel: for prefill (two or more
+// queries) the tensor-core flash attention of cuda/attention_mma.cuh; for decode its split-K
+// flash-decoding kernel (one block per KV head and key chunk, all query heads of the group) and, past one
+// chunk, attn_combine_kernel below. Checked against the CPU backend and a float64 reference in
+// tests/test_cuda.cpp (the two kernels of cuda/attention_mma.cuh also on the CPU, by the emulator:
+// tests/test_attention_emu.cpp).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 #include "cuda/attention_mma.cuh"

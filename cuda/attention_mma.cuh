@@ -1,5 +1,6 @@
-// Prefill attention on the tensor cores (flash attention on mma.sync): the device code only, so that
-// tests/test_attention_emu.cpp runs it on the CPU through tests/emu; cuda/attention.cu launches it.
+// Attention on the tensor cores (flash attention on mma.sync), prefill and decode: the device code only,
+// so that tests/test_attention_emu.cpp runs it on the CPU through tests/emu; cuda/attention.cu launches
+// it. The prefill kernel first; the decode kernel (split-K flash decoding) at the end.
 //
 // Causal grouped-query attention of n queries (token t at position pos0 + t) over the keys 0 ..
 // pos0 + n - 1 of a (paged) f16 KV cache. A CTA of 4 warps takes 64 * MT consecutive queries of one head,

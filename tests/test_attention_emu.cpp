@@ -1,8 +1,10 @@
-// The tensor-core prefill attention's device code (cuda/attention_mma.cuh) run on the CPU through the CUDA
+// The tensor-core attention kernels' device code (cuda/attention_mma.cuh) run on the CPU through the CUDA
 // emulation in tests/emu/cuda/matvec_ptx.cuh, against a float64 causal attention over the same f16 KV
-// cache: head_dim 64 and 128, one and two 16-row tiles per warp, query groups of 1, 4 and 7 heads per KV
-// head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a continuation from
-// a filled cache, a shuffled page table.
+// cache. Prefill: head_dim 64 and 128, one and two 16-row tiles per warp, query groups of 1, 4 and 7 heads
+// per KV head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a
+// continuation from a filled cache, a shuffled page table. Decode: groups of 1, 4, 7 and 20 heads, one
+// to six key tiles a warp, one chunk and several (their partials merged here), lengths given or read on
+// the device, several rows in one launch, blocks run in reverse order.
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes: missing barriers and early
 // reads change the result. The output is poisoned with NaN and fenced. No GPU is needed; cuda_tests
