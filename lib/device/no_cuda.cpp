@@ -52,7 +52,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>&, const std::v
 uint64_t cuda_concat_gemms() { no_cuda(); }
 std::vector<float> cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
                                               const std::vector<int32_t>&, int, const std::vector<int32_t>&, int, int, int,
-                                              std::vector<uint16_t>*) {
+                                              std::vector<uint16_t>*, std::vector<uint8_t>*, std::vector<uint8_t>*) {
     no_cuda();
 }
 std::vector<float> cuda_attention_prefill(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
