@@ -1,64 +1,71 @@
 // Linked when the build has no CUDA backend: discovery says so, and the backend's entry points (which the
-// engine never calls in such a build) fail with MINFER_ERR_UNSUPPORTED.
+// engine never calls in such a build) fail with MINFER_ERR_UNSUPPORTED. Each definition names its namespace, so
+// one whose signature no longer matches its declaration in device/cuda_backend.h fails to compile
+// instead of becoming an overload that leaves the declared function undefined at link time.
 #include "core/error.h"
 #include "device/cuda_backend.h"
 #include "device/device.h"
 
-namespace minfer::device {
+namespace minfer {
 
-Probe probe_cuda() { return Probe{false, 0, "built without CUDA"}; }
+device::Probe device::probe_cuda() { return Probe{false, 0, "built without CUDA"}; }
 
 namespace {
 [[noreturn]] void no_cuda() { fail(MINFER_ERR_UNSUPPORTED, "this build of minfer has no CUDA backend (-Dcuda=disabled)"); }
 }  // namespace
 
-class CudaModel {};
+class device::CudaModel {};
 
-WeightRegistry::~WeightRegistry() = default;
-const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string&, const void*, uint64_t, int32_t, const int64_t*) {
+device::WeightRegistry::~WeightRegistry() = default;
+const device::WeightRegistry::Entry& device::WeightRegistry::register_weight(const std::string&, const void*, uint64_t, int32_t,
+                                                                             const int64_t*) {
     no_cuda();
 }
-std::string cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
-std::shared_ptr<CudaModel> cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&, int) {
+std::string device::cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
+std::shared_ptr<device::CudaModel> device::cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&,
+                                                     int) {
     no_cuda();
 }
-PrefillPath cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; }
-const char* cuda_gemm_name(const CudaModel&) { return ""; }
-double cuda_warm_ms(const CudaModel&) { return 0.0; }
-std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int64_t, int) { no_cuda(); }
-std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel>, const model::Config&, const model::Plan&,
-                                                 const engine::RunnerShape&, const options::Values&) {
+device::PrefillPath device::cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; }
+const char* device::cuda_gemm_name(const CudaModel&) { return ""; }
+double device::cuda_warm_ms(const CudaModel&) { return 0.0; }
+std::unique_ptr<engine::Ops> device::cuda_make_ops(std::shared_ptr<CudaModel>, const model::Config&, int, int64_t, int) { no_cuda(); }
+std::unique_ptr<engine::Runner> device::cuda_make_runner(std::shared_ptr<CudaModel>, const model::Config&, const model::Plan&,
+                                                         const engine::RunnerShape&, const options::Values&) {
     no_cuda();
 }
-Vram cuda_vram(const CudaModel&) { return Vram{}; }
-double cuda_dequant_sweep_ms(CudaModel&, const std::vector<engine::Weight>&, int) { no_cuda(); }
-void cuda_inject_fault() { no_cuda(); }
+device::Vram device::cuda_vram(const CudaModel&) { return Vram{}; }
+double device::cuda_dequant_sweep_ms(CudaModel&, const std::vector<engine::Weight>&, int) { no_cuda(); }
+void device::cuda_inject_fault() { no_cuda(); }
 
-namespace testing {
-std::vector<uint16_t> cuda_dequant_f16(int32_t, const void*, uint64_t, int64_t, int64_t) { no_cuda(); }
-std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int, const std::vector<float>*,
-                                 bool, int, const std::vector<uint8_t>*, int32_t) {
+std::vector<uint16_t> device::testing::cuda_dequant_f16(int32_t, const void*, uint64_t, int64_t, int64_t) { no_cuda(); }
+std::vector<float> device::testing::cuda_gemm_f16(const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int,
+                                                  const std::vector<float>*, bool, int, const std::vector<uint8_t>*, int32_t) {
     no_cuda();
 }
-uint64_t cuda_free_bytes() { no_cuda(); }
-std::vector<float> cuda_matvec(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, bool) { no_cuda(); }
-std::vector<float> cuda_matvec_int8(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, std::vector<float>*, int) {
+uint64_t device::testing::cuda_free_bytes() { no_cuda(); }
+std::vector<float> device::testing::cuda_matvec(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, bool) {
     no_cuda();
 }
-std::vector<float> cuda_attention_decode(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&, int, int, int,
-                                         int, bool) {
+std::vector<float> device::testing::cuda_matvec_int8(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&,
+                                                     std::vector<float>*, int) {
     no_cuda();
 }
-uint64_t cuda_concat_gemms() { no_cuda(); }
-std::vector<float> cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
-                                              const std::vector<int32_t>&, int, const std::vector<int32_t>&, int, int, int,
-                                              std::vector<uint16_t>*, std::vector<uint8_t>*, std::vector<uint8_t>*) {
+std::vector<float> device::testing::cuda_attention_decode(const std::vector<float>&, const std::vector<uint16_t>&,
+                                                          const std::vector<uint16_t>&, int, int, int, int, bool) {
     no_cuda();
 }
-std::vector<float> cuda_attention_prefill(const std::vector<float>&, const std::vector<uint16_t>&, const std::vector<uint16_t>&,
-                                          const std::vector<int32_t>&, int, int, int, int, int) {
+uint64_t device::testing::cuda_concat_gemms() { no_cuda(); }
+std::vector<float> device::testing::cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&,
+                                                               const std::vector<uint16_t>&, const std::vector<int32_t>&, int,
+                                                               const std::vector<int32_t>&, int, int, int, std::vector<uint16_t>*,
+                                                               std::vector<uint8_t>*, std::vector<uint8_t>*) {
     no_cuda();
 }
-}  // namespace testing
+std::vector<float> device::testing::cuda_attention_prefill(const std::vector<float>&, const std::vector<uint16_t>&,
+                                                           const std::vector<uint16_t>&, const std::vector<int32_t>&, int, int, int, int,
+                                                           int) {
+    no_cuda();
+}
 
-}  // namespace minfer::device
+}  // namespace minfer
