@@ -608,6 +608,8 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
 
 uint64_t cuda_concat_gemms() { return cuda::g_concat_gemms.load(); }
 
+bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_int8_supported(static_cast<quant::Type>(type), ncols); }
+
 uint64_t cuda_free_bytes() {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");

@@ -414,8 +414,8 @@ private:
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
         void* xq = xq_.as<void>();
-        auto i8w = [&](const Mat& w) { return int8_ && cuda::matvec_int8_supported(w.type) && w.cols % 32 == 0; };
-        auto i8 = [&](const Mat& w) { return (single || few) && i8w(w); };
+        auto i8w = [&](const Mat& w, int ncols) { return int8_ && cuda::matvec_int8_supported(w.type, ncols) && w.cols % 32 == 0; };
+        auto i8 = [&](const Mat& w) { return (single || few) && i8w(w, n); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
         // width share a launch. Several tokens: only int8 weights (xq holds n vectors).
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
@@ -531,7 +531,7 @@ private:
         // f16, in the f16 cache or taken by the quantized narrow GEMM (up to 64 rows), else the int8
         // mat-vec kMatvecMaxCols rows at a time where the weight has it, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
-        const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_);
+        const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_, n_rows);
         if (n_rows > 0) {
             cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
             cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, out8 ? xq : nullptr);
@@ -542,7 +542,7 @@ private:
         } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w) ||
                                   gemm_->narrow_quant(output_.type, output_.w, n_rows, output_.cols))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);
-        } else if (n_rows > 1 && i8w(output_)) {
+        } else if (n_rows > 1 && i8w(output_, 2)) {  // 2 or more columns a launch (the last launch may take 1)
             // No f16 copy (the two-pass and fused paths; a tied embedding below the cache's size gate): the
             // int8 mat-vec over up to kMatvecMaxCols rows per read of the matrix, not one read per row.
             for (int r0 = 0; r0 < n_rows; r0 += cuda::kMatvecMaxCols) {

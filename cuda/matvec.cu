@@ -173,26 +173,36 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
-template <int kLanes>
+template <int kLanes, bool kQ5>
 void launch_dp4a_q4k_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = MINFER_DP4A_ROWS;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
     const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
-    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, kLanes, true> : matvec_dp4a_q4k_kernel<R, kLanes, false>,
+    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, kLanes, true, kQ5> : matvec_dp4a_q4k_kernel<R, kLanes, false, kQ5>,
                      dim3(blocks_for(rows, R)), dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
+template <bool kQ5 = false>
 void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t ctas = blocks_for(seg.end[seg.n - 1], MINFER_DP4A_ROWS);
     const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
                       : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
                       : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
                                                               : 128;
-    if (lanes == 32) launch_dp4a_q4k_lanes<32>(seg, cols, xq, stream, accumulate);
-    else if (lanes == 64) launch_dp4a_q4k_lanes<64>(seg, cols, xq, stream, accumulate);
-    else launch_dp4a_q4k_lanes<128>(seg, cols, xq, stream, accumulate);
+    if (lanes == 32) launch_dp4a_q4k_lanes<32, kQ5>(seg, cols, xq, stream, accumulate);
+    else if (lanes == 64) launch_dp4a_q4k_lanes<64, kQ5>(seg, cols, xq, stream, accumulate);
+    else launch_dp4a_q4k_lanes<128, kQ5>(seg, cols, xq, stream, accumulate);
 }
+
+// q5_K on the int8 input, one column: the q4_K dp4a kernel with the fifth bits (kQ5), by the same
+// launcher. q5_K has no int8 MMA kernel, so several columns (and builds with -DMINFER_MATVEC_DP4A=0) keep
+// the f16-input MMA kernel, and matvec_int8_supported says so per column count. -DMINFER_DP4A_Q5K=1
+// turns the path on: it is off until measured on a GPU (the emulator test checks its arithmetic).
+#ifndef MINFER_DP4A_Q5K
+#define MINFER_DP4A_Q5K 0
+#endif
+constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
@@ -258,7 +268,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0 ||
         cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
-    if (xq && (!matvec_int8_supported(t) || cols % 32 != 0))
+    if (xq && (!matvec_int8_supported(t, ncols) || cols % 32 != 0))
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no int8 path for type %d and %lld columns", static_cast<int>(t),
              static_cast<long long>(cols));
     for (int i = 0; i < n; ++i)
@@ -300,6 +310,9 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                         if (!try_dp4a<T>(seg, cols, xq, stream, accumulate))
                             launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
                     } else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
+                } else if constexpr (T == Type::Q5_K) {
+                    if (xq) launch_dp4a_q4k<true>(seg, cols, xq, stream, accumulate);  // one column (checked above)
+                    else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
                 else launch_ref<T>(w[i], rows[i], cols, in, y[i], stream, accumulate);
@@ -331,10 +344,10 @@ void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gat
     matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, nullptr, &y, stream, accumulate);
 }
 
-bool matvec_int8_supported(Type t) {
+bool matvec_int8_supported(Type t, int ncols) {
     bool yes = false;
     dispatch_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
-    return yes;
+    return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
 }
 
 int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }

@@ -1335,7 +1335,7 @@ __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, in
     }
 }
 
-// ---- q4_K by direct loads and dp4a (int8 input, one column) -------------------------------------------------
+// ---- q4_K (and q5_K) by direct loads and dp4a (int8 input, one column) ----------------------------------------
 //
 // The same arithmetic as the int8 MMA kernel (exact s32 dot products of the codes with the hi and lo
 // digits, f32 scaling per sub-block), without tensor cores or a shared-memory ring. A CTA of 4 warps
@@ -1386,6 +1386,37 @@ __device__ __forceinline__ float q4k_chunk(const uint4 q, const uint4 hd, int j,
     const float off = x.d0 * static_cast<float>(mn0 * x.s0) + x.d1m * static_cast<float>(mn1 * x.s1);
     return f16_lo(hd.x) * dot - f16_hi(hd.x) * off;
 }
+// q5_K (176-byte blocks: the q4_K header, qh[32], then qs[128] as q4_K's): element 64 j + 32 t + l is
+// nibble t of qs[32 j + l] with bit 2 j + t of qh[l] as its bit 4 (quant/decode.h). The chunk's 16
+// columns of sub-block 2j and of 2j + 1 take the fifth bits of qh[16 h .. 16 h + 15] (qhv), so both
+// halves' codes are whole bytes 0 .. 31 (the high nibbles shifted down: no 1/16 in their scale).
+__device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const uint4 hd, int j, const DpX& x) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w}, hb[4] = {qhv.x, qhv.y, qhv.z, qhv.w};
+    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint32_t fifth = hb[k] >> (2 * j);  // bit 0 of each byte: sub-block 2j, bit 1: 2j + 1
+        const uint32_t lo = (w[k] & 0x0F0F0F0Fu) | ((fifth << 4) & 0x10101010u);
+        const uint32_t hi = ((w[k] >> 4) & 0x0F0F0F0Fu) | ((fifth << 3) & 0x10101010u);
+        a0 = dp4a_us(lo, xh0[k], a0);
+        b0 = dp4a_us(lo, xl0[k], b0);
+        a1 = dp4a_us(hi, xh1[k], a1);
+        b1 = dp4a_us(hi, xl1[k], b1);
+    }
+    uint32_t sc, mn;
+    k4_scales(hd, j, sc, mn);
+    const int sh = 16 * (j & 1);
+    const int sc0 = static_cast<int>((sc >> sh) & 0xFFu), sc1 = static_cast<int>((sc >> (sh + 8)) & 0xFFu);
+    const int mn0 = static_cast<int>((mn >> sh) & 0xFFu), mn1 = static_cast<int>((mn >> (sh + 8)) & 0xFFu);
+    // |a| <= 16 * 31 * 128 and |b| <= 16 * 31 * 255: 256 a + b below 2^24 and exact in f32; the scale
+    // (below 64) applied in f32.
+    const float dot = x.d0 * static_cast<float>(sc0) * static_cast<float>(256 * a0 + b0) +
+                      x.d1m * static_cast<float>(sc1) * static_cast<float>(256 * a1 + b1);
+    const float off = x.d0 * static_cast<float>(mn0 * x.s0) + x.d1m * static_cast<float>(mn1 * x.s1);
+    return f16_lo(hd.x) * dot - f16_hi(hd.x) * off;
+}
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment).
 // -DMINFER_DP4A_MIN_BLOCKS=N (an A/B knob) caps the registers for N CTAs of 128 threads per SM; by
@@ -1401,10 +1432,14 @@ __device__ __forceinline__ float q4k_chunk(const uint4 q, const uint4 hd, int j,
 // kPrefetch: each iteration first loads the next chunk's codes and headers (2R loads in flight per thread,
 // 85 registers for R = 4); without, each chunk is loaded at the top of its own iteration (71 registers),
 // which suits tall matrices of one pass per row (cuda/matvec.cu).
-template <int R, int kLanes, bool kPrefetch>
+// kQ5: q5_K blocks (q5k_chunk): 176 bytes, the codes at 48, and per chunk and row also the 16 bytes of qh
+// that hold its fifth bits (through L1: the 4 threads of a half share them).
+template <int R, int kLanes, bool kPrefetch, bool kQ5 = false>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
     static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
-    constexpr int kSb = 144;  // bytes per super-block
+    constexpr int kSb = kQ5 ? 176 : 144;  // bytes per super-block
+    constexpr int kCodes = kQ5 ? 48 : 16;  // offset of qs in it
+    constexpr int kQh = kQ5 ? R : 1;       // qh chunks kept (one unused for q4_K)
     const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
     const int si = segment_of(seg, g0);
     const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
@@ -1413,17 +1448,18 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
     const uint8_t* wr[R];  // super-block 0 of each row
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
-    uint4 q[R], hd[R];
-    auto load = [&](int c, uint4 (&qv)[R], uint4 (&hv)[R]) {
+    uint4 q[R], hd[R], qh[kQh] = {};
+    auto load = [&](int c, uint4 (&qv)[R], uint4 (&hv)[R], uint4 (&bv)[kQh]) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             const uint8_t* b = wr[r] + (c >> 3) * kSb;
-            qv[r] = ld_stream(reinterpret_cast<const uint4*>(b + 16 + 16 * p));
+            qv[r] = ld_stream(reinterpret_cast<const uint4*>(b + kCodes + 16 * p));
             hv[r] = as_uint4(ld_x16(reinterpret_cast<const int4*>(b)));
+            if constexpr (kQ5) bv[r] = as_uint4(ld_x16(reinterpret_cast<const int4*>(b + 16 + 16 * (p & 1))));
         }
     };
     int c = tid;
-    if (c < nch) load(c, q, hd);  // weights only: before the wait for the kernel that writes xq
+    if (c < nch) load(c, q, hd, qh);  // weights only: before the wait for the kernel that writes xq
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     float acc[R];
@@ -1432,9 +1468,9 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
     const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
     auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
     for (; c < nch; c += kLanes) {
-        uint4 qn[R] = {}, hn[R] = {};
-        if (kPrefetch && c + kLanes < nch) load(c + kLanes, qn, hn);
-        if (!kPrefetch && c != tid) load(c, q, hd);
+        uint4 qn[R] = {}, hn[R] = {}, bn[kQh] = {};
+        if (kPrefetch && c + kLanes < nch) load(c + kLanes, qn, hn, bn);
+        if (!kPrefetch && c != tid) load(c, q, hd, qh);
         const int col = (c >> 3) * 256 + 64 * j + 16 * (p & 1);
         DpX x;
         x.h0 = ldu(xq + col);
@@ -1449,10 +1485,12 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
         x.s1 = (p & 1) ? m1.z : m1.y;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            acc[r] += q4k_chunk(q[r], hd[r], j, x);
+            if constexpr (kQ5) acc[r] += q5k_chunk(q[r], qh[r], hd[r], j, x);
+            else acc[r] += q4k_chunk(q[r], hd[r], j, x);
             if (kPrefetch) {
                 q[r] = qn[r];
                 hd[r] = hn[r];
+                if constexpr (kQ5) qh[r] = bn[r];
             }
         }
     }

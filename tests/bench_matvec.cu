@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
             std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", info.name, shape, sh.what, us, gbs,
                           100.0 * gbs / copy_gbs, err);
             std::string row = line;
-            if (minfer::cuda::matvec_int8_supported(tc.t)) {
+            if (minfer::cuda::matvec_int8_supported(tc.t, g_ncols)) {
                 ck(cudaMalloc(&g_xq, static_cast<size_t>(g_ncols * minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
                 minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s, g_ncols);
                 ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");

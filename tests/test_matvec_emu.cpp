@@ -491,10 +491,12 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     return y;
 }
 
-template <int R, int kLanes, bool kPrefetch>
+template <int R, int kLanes, bool kPrefetch, bool kQ5 = false>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
-    auto kernel = [&](const mv::Segments& seg) { mv::matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr); };
+    auto kernel = [&](const mv::Segments& seg) {
+        mv::matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch, kQ5>(seg, xq, static_cast<int>(cols), init != nullptr);
+    };
     return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
 }
 template <Type T, int R>
@@ -546,26 +548,36 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
     }
 }
 
-TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") {
-    // Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and
-    // a second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4
-    // rows a CTA, CTAs of 1, 2 and 4 warps; each chunk loaded one iteration ahead or at the top of its own.
-    check_cta_rows<Type::Q4_K>(
-        {1, 2, 16, 17, 19}, 9191, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
+// Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and a
+// second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4
+// rows a CTA, CTAs of 1, 2 and 4 warps; each chunk loaded one iteration ahead or at the top of its own.
+template <Type T>
+void check_dp4a(uint64_t seed) {
+    check_cta_rows<T>(
+        {1, 2, 16, 17, 19}, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
             for (bool prefetch : {true, false}) {
                 CAPTURE(prefetch);
                 auto each_lanes = [&]<int R>() {
                     CAPTURE(R);
-                    check(32, prefetch ? run_dp4a<R, 32, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 32, false>(w, rows, cols, xq, cfg, in));
-                    check(64, prefetch ? run_dp4a<R, 64, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 64, false>(w, rows, cols, xq, cfg, in));
-                    check(128, prefetch ? run_dp4a<R, 128, true>(w, rows, cols, xq, cfg, in) : run_dp4a<R, 128, false>(w, rows, cols, xq, cfg, in));
+                    auto run = [&]<int kLanes>() {
+                        return prefetch ? run_dp4a<R, kLanes, true, T == Type::Q5_K>(w, rows, cols, xq, cfg, in)
+                                        : run_dp4a<R, kLanes, false, T == Type::Q5_K>(w, rows, cols, xq, cfg, in);
+                    };
+                    check(32, run.template operator()<32>());
+                    check(64, run.template operator()<64>());
+                    check(128, run.template operator()<128>());
                 };
                 each_lanes.template operator()<2>();
                 each_lanes.template operator()<4>();
             }
         });
 }
+
+TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") { check_dp4a<Type::Q4_K>(9191); }
+
+// The same kernel on q5_K blocks (its fifth bits from qh; random blocks set every one of them).
+TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches float64") { check_dp4a<Type::Q5_K>(9292); }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel
 // (cuda/matvec.cu; blocks of 2 x odd bytes: rows x blocks a multiple of 8), so any read past a matrix

@@ -149,6 +149,8 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
 uint64_t cuda_concat_gemms();
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
+// Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).
+bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
 // mat-vec, or by its reference kernel; y is poisoned with NaN before the launch.
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
