@@ -49,7 +49,7 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 // Whether the int8 path takes type t for ncols input columns: the four types above for 1 to
-// kMatvecMaxCols, and q5_K for one where built with -DMINFER_DP4A_Q5K=1 (cuda/matvec.cu).
+// kMatvecMaxCols, and q5_K for one (unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu).
 bool matvec_int8_supported(quant::Type t, int ncols = 1);
 int64_t matvec_xq_bytes(int64_t cols);
 void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);

@@ -197,10 +197,11 @@ void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaS
 
 // q5_K on the int8 input, one column: the q4_K dp4a kernel with the fifth bits (kQ5), by the same
 // launcher. q5_K has no int8 MMA kernel, so several columns (and builds with -DMINFER_MATVEC_DP4A=0) keep
-// the f16-input MMA kernel, and matvec_int8_supported says so per column count. -DMINFER_DP4A_Q5K=1
-// turns the path on: it is off until measured on a GPU (the emulator test checks its arithmetic).
+// the f16-input MMA kernel, and matvec_int8_supported says so per column count. On the H200 it decodes a
+// qwen2-7b q5_K synth at 444.0 t/s against 259.8 through the f16 MMA kernel (docs/perf.md, 2026-12-04);
+// -DMINFER_DP4A_Q5K=0 is the A/B knob that keeps q5_K on that kernel.
 #ifndef MINFER_DP4A_Q5K
-#define MINFER_DP4A_Q5K 0
+#define MINFER_DP4A_Q5K 1
 #endif
 constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 
