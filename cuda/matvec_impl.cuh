@@ -1421,8 +1421,12 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 // Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment).
 // -DMINFER_DP4A_MIN_BLOCKS=N (an A/B knob) caps the registers for N CTAs of 128 threads per SM; by
 // default ptxas picks (71 for R = 4 without prefetch, 85 with).
+// -DMINFER_DP4A_WARP_CTAS=N caps the one-warp CTAs' registers (the tall launches: the joint gate/up) for
+// N of them per SM, leaving the wider CTAs as ptxas picks (the A/B knob of the wave count).
 #ifdef MINFER_DP4A_MIN_BLOCKS
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes, MINFER_DP4A_MIN_BLOCKS * 128 / kLanes)
+#elif defined(MINFER_DP4A_WARP_CTAS)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes, kLanes == 32 ? MINFER_DP4A_WARP_CTAS : 1)
 #else
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes)
 #endif
