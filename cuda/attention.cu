@@ -191,6 +191,24 @@ struct DecodeXq {
     int row0 = 0, rows = 1;
 };
 
+// Raises the decode kernel's shared-memory limit past the default 48 KiB once (kDecSlots slot pairs a
+// warp: 77 KiB at head_dim 128 with two), or fails where the device cannot give it.
+template <int HD>
+void decode_smem_once() {
+    static const bool done = [] {
+        int dev = 0, optin = 0;
+        check(cudaGetDevice(&dev), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+        if (fa::dec_smem_bytes<HD>() > optin)
+            fail(MINFER_ERR_UNSUPPORTED, "CUDA decode attention: %d bytes of shared memory a block, the device allows %d",
+                 fa::dec_smem_bytes<HD>(), optin);
+        check(cudaFuncSetAttribute(fa::attn_decode_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa::dec_smem_bytes<HD>()),
+              "decode attention shared memory");
+        return true;
+    }();
+    (void)done;
+}
+
 // With pos_dev the grid covers max_splits chunks and the kernels find each row's split on the device.
 template <int HD>
 void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
@@ -200,6 +218,7 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     const int max_splits = decode_max_splits(n_head_kv, rows);
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
+    decode_smem_once<HD>();
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
     check(launch_pdl(fa::attn_decode_mma_kernel<HD>, grid, dim3(fa::kThreads), static_cast<size_t>(fa::dec_smem_bytes<HD>()), stream, q,
                      kc, vc, part, out, L, group, n_head_kv * HD, qscale, sp.chunk, pos_dev, zc, kv, out16, dx.xq, dx.row0, dx.rows),

@@ -283,15 +283,24 @@ constexpr int part_stride() {
 }
 __host__ __device__ constexpr int part_stride(int hd) { return hd + 4; }
 constexpr float kPScale = 15.0f;
-// Dynamic shared memory: Q hi and lo (16 rows each), then per warp a K and a V slot of 16 rows; the merge
-// reuses the slots for 4 x 16 rows of O (f32) and the warps' m and l.
+// K and V slot pairs per warp: a warp's first kDecSlots tiles are all copied before pdl_wait, and each
+// later tile's copy is issued into the slots of the tile kDecSlots before it once that one is read, so
+// kDecSlots tiles a warp are in flight. MINFER_ATTN_SLOTS (the A/B knob): 1 was the form measured in
+// docs/perf.md before 2026-12-04 (each tile's copy issued while the one before it computes).
+#ifndef MINFER_ATTN_SLOTS
+#define MINFER_ATTN_SLOTS 2
+#endif
+constexpr int kDecSlots = MINFER_ATTN_SLOTS;
+static_assert(kDecSlots >= 1 && kDecSlots <= 4, "decode attention slots a warp");
+// Dynamic shared memory: Q hi and lo (16 rows each), then per warp kDecSlots K and V slots of 16 rows;
+// the merge reuses the slots for 4 x 16 rows of O (f32) and the warps' m and l.
 template <int HD>
 constexpr int dec_q_bytes() {
     return 2 * 16 * row_stride<HD>() * 2;
 }
 template <int HD>
 constexpr int dec_smem_bytes() {
-    constexpr int slots = kWarps * 2 * kDecKeys * row_stride<HD>() * 2, merge = (kWarps * 16 * HD + 2 * kWarps * 16) * 4;
+    constexpr int slots = kWarps * kDecSlots * 2 * kDecKeys * row_stride<HD>() * 2, merge = (kWarps * 16 * HD + 2 * kWarps * 16) * 4;
     return dec_q_bytes<HD>() + (slots > merge ? slots : merge);
 }
 
@@ -335,7 +344,9 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const int64_t q_dim = int64_t{kv_dim} * group;
     const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
     const uint32_t q_hi = sbase, q_lo = sbase + 16 * S * 2;
-    const uint32_t k_slot = sbase + dec_q_bytes<HD>() + static_cast<uint32_t>(warp * 2 * kSlot), v_slot = k_slot + kSlot;
+    // Tile t of the warp (keys p_begin + 64 t + 16 warp + 0..15) uses K slot k_slot(t % kDecSlots), its V
+    // slot kSlot bytes after it.
+    auto k_slot = [&](int j) { return sbase + dec_q_bytes<HD>() + static_cast<uint32_t>((warp * kDecSlots + j) * 2 * kSlot); };
     const __half* kbase = kc + kvh * HD;
     const __half* vbase = vc + kvh * HD;
 
@@ -350,20 +361,30 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         }
     };
     const int last = L - 1;  // this step's key: written by the kernel before this one
-    int k0 = p_begin + kDecKeys * warp;
-    const bool active = k0 < p_end;  // the warp has keys
-    if (active) copy_tile(k_slot, kbase, k0, MINFER_ATTN_EARLY ? last : -1);
-    mv::cp_async_commit();
-    if (active) copy_tile(v_slot, vbase, k0, MINFER_ATTN_EARLY ? last : -1);
-    mv::cp_async_commit();
+    const int kw = p_begin + kDecKeys * warp;  // the warp's first key; tile t starts at kw + kStep t
+    constexpr int kStep = kWarps * kDecKeys;
+    const bool active = kw < p_end;  // the warp has keys
+    // The first kDecSlots tiles, K and V each a group (possibly empty: the waits count groups).
+#pragma unroll
+    for (int j = 0; j < kDecSlots; ++j) {
+        const int k0 = kw + kStep * j;
+        if (k0 < p_end) copy_tile(k_slot(j), kbase, k0, MINFER_ATTN_EARLY ? last : -1);
+        mv::cp_async_commit();
+        if (k0 < p_end) copy_tile(k_slot(j) + kSlot, vbase, k0, MINFER_ATTN_EARLY ? last : -1);
+        mv::cp_async_commit();
+    }
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
-    if (MINFER_ATTN_EARLY && active && last >= k0 && last < k0 + kDecKeys) {
-        for (int c = lane; c < CPR; c += 32) {
-            const int64_t off = kv_row(kv, row, last) * kv_dim + c * 8;
-            const uint32_t at = static_cast<uint32_t>(((last - k0) * S + c * 8) * 2);
-            mv::cp_async16<0>(k_slot + at, kbase + off, 16);
-            mv::cp_async16<0>(v_slot + at, vbase + off, 16);
+#pragma unroll
+    for (int j = 0; j < kDecSlots; ++j) {
+        const int k0 = kw + kStep * j;
+        if (MINFER_ATTN_EARLY && last >= k0 && last < k0 + kDecKeys) {  // warp-uniform
+            for (int c = lane; c < CPR; c += 32) {
+                const int64_t off = kv_row(kv, row, last) * kv_dim + c * 8;
+                const uint32_t at = static_cast<uint32_t>(((last - k0) * S + c * 8) * 2);
+                mv::cp_async16<0>(k_slot(j) + at, kbase + off, 16);
+                mv::cp_async16<0>(k_slot(j) + kSlot + at, vbase + off, 16);
+            }
         }
     }
     mv::cp_async_commit();
@@ -386,9 +407,13 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
 #pragma unroll
     for (auto& x : o) x[0] = x[1] = x[2] = x[3] = 0.0f;
-    for (bool first = true; active; first = false) {
-        if (first) mv::cp_async_wait<0>();
-        else mv::cp_async_wait<1>();  // K: all but the newest group (this tile's V)
+    // Tile ti waits for its K with all but the 2 kDecSlots - 1 newest groups pending (its V, then K and V
+    // of the kDecSlots - 1 tiles after it); the first waits for everything copied before the loop.
+    for (int ti = 0; active; ++ti) {
+        const int k0 = kw + kStep * ti;
+        const uint32_t ks = k_slot(ti % kDecSlots), vs = ks + kSlot;
+        if (ti == 0) mv::cp_async_wait<0>();
+        else mv::cp_async_wait<2 * kDecSlots - 1>();
         __syncwarp();
         float sc[2][4] = {};
 #pragma unroll
@@ -398,16 +423,15 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
             mv::ldsm_x4(qh, q_hi + qa);
             mv::ldsm_x4(ql, q_lo + qa);
             // matrices: keys 0-7 (dims kk*16, +8), keys 8-15 (the same dims)
-            mv::ldsm_x4(b, k_slot + static_cast<uint32_t>((((lane & 7) + 8 * (lane >> 4)) * S + kk * 16 + 8 * ((lane >> 3) & 1)) * 2));
+            mv::ldsm_x4(b, ks + static_cast<uint32_t>((((lane & 7) + 8 * (lane >> 4)) * S + kk * 16 + 8 * ((lane >> 3) & 1)) * 2));
             mv::mma(sc[0], qh[0], qh[1], qh[2], qh[3], make_uint2(b[0], b[1]));
             mv::mma(sc[0], ql[0], ql[1], ql[2], ql[3], make_uint2(b[0], b[1]));
             mv::mma(sc[1], qh[0], qh[1], qh[2], qh[3], make_uint2(b[2], b[3]));
             mv::mma(sc[1], ql[0], ql[1], ql[2], ql[3], make_uint2(b[2], b[3]));
         }
-        const int k_next = k0 + kWarps * kDecKeys;
-        const bool next = k_next < p_end;
+        const int k_refill = k0 + kStep * kDecSlots;  // the tile this slot takes next
         __syncwarp();  // the K slot is read
-        if (next) copy_tile(k_slot, kbase, k_next, -1);
+        if (k_refill < p_end) copy_tile(ks, kbase, k_refill, -1);
         mv::cp_async_commit();  // possibly empty: keeps the waits' counts
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -443,23 +467,22 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         split_f16x2(sc[0][2], sc[0][3], ph[1], pl[1]);
         split_f16x2(sc[1][0], sc[1][1], ph[2], pl[2]);
         split_f16x2(sc[1][2], sc[1][3], ph[3], pl[3]);
-        mv::cp_async_wait<1>();  // V: all but the newest group (the next K)
+        mv::cp_async_wait<2 * kDecSlots - 1>();  // V: all but the K and V of the tiles after it and the refilled K
         __syncwarp();
 #pragma unroll
         for (int dn = 0; dn < kNTiles; dn += 2) {
             // matrices: keys 0-7 and 8-15 x dims dn*8, then the same keys x dims dn*8 + 8; transposed
             uint32_t b[4];
-            mv::ldsm_x4_trans(b, v_slot + static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + dn * 8 + 8 * (lane >> 4)) * 2));
+            mv::ldsm_x4_trans(b, vs + static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + dn * 8 + 8 * (lane >> 4)) * 2));
             mv::mma(o[dn], ph[0], ph[1], ph[2], ph[3], make_uint2(b[0], b[1]));
             mv::mma(o[dn], pl[0], pl[1], pl[2], pl[3], make_uint2(b[0], b[1]));
             mv::mma(o[dn + 1], ph[0], ph[1], ph[2], ph[3], make_uint2(b[2], b[3]));
             mv::mma(o[dn + 1], pl[0], pl[1], pl[2], pl[3], make_uint2(b[2], b[3]));
         }
-        if (!next) break;
+        if (k0 + kStep >= p_end) break;  // the warp's last tile (every copy it issued has been waited for)
         __syncwarp();  // the V slot is read
-        copy_tile(v_slot, vbase, k_next, -1);
+        if (k_refill < p_end) copy_tile(vs, vbase, k_refill, -1);
         mv::cp_async_commit();
-        k0 = k_next;
     }
 
     // Merge the warps: each one's m, l (summed over its quad) and O rows into shared memory (the slots).

@@ -236,7 +236,9 @@ std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q,
 // The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) against float64: rel L2 about 1e-7
 // (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp). Planted bugs:
 // P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait and never again, the
-// last tile's mask off by one, the first tile's wait for all but one group.
+// last tile's mask off by one, the first tile's wait for all but one group; with two slot pairs a warp
+// (fa::kDecSlots), the K or the V wait one group short, a tile read from the next tile's slots, a refill
+// one tile too far, this step's key copied only into the first pair.
 TEST_CASE("decode attention (tensor cores, emulated): against a float64 attention over the f16 cache") {
     const DecodeCase cases[] = {
         {7, 1, 128, 8, {1000}, false},               // group 7, 8 chunks of 128 keys: two tiles a warp
