@@ -364,21 +364,27 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const int kw = p_begin + kDecKeys * warp;  // the warp's first key; tile t starts at kw + kStep t
     constexpr int kStep = kWarps * kDecKeys;
     const bool active = kw < p_end;  // the warp has keys
-    // The first kDecSlots tiles, K and V each a group (possibly empty: the waits count groups).
+    // The first kDecSlots tiles, K and V each a group (possibly empty: the waits count groups); before
+    // pdl_wait all but this step's key, which goes after it (MINFER_ATTN_EARLY = 0: everything after it).
+    auto copy_first = [&](int skip) {
 #pragma unroll
-    for (int j = 0; j < kDecSlots; ++j) {
-        const int k0 = kw + kStep * j;
-        if (k0 < p_end) copy_tile(k_slot(j), kbase, k0, MINFER_ATTN_EARLY ? last : -1);
-        mv::cp_async_commit();
-        if (k0 < p_end) copy_tile(k_slot(j) + kSlot, vbase, k0, MINFER_ATTN_EARLY ? last : -1);
-        mv::cp_async_commit();
-    }
+        for (int j = 0; j < kDecSlots; ++j) {
+            const int k0 = kw + kStep * j;
+            if (k0 < p_end) copy_tile(k_slot(j), kbase, k0, skip);
+            mv::cp_async_commit();
+            if (k0 < p_end) copy_tile(k_slot(j) + kSlot, vbase, k0, skip);
+            mv::cp_async_commit();
+        }
+    };
+    if (MINFER_ATTN_EARLY) copy_first(last);
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
+    if (!MINFER_ATTN_EARLY) copy_first(-1);
 #pragma unroll
     for (int j = 0; j < kDecSlots; ++j) {
         const int k0 = kw + kStep * j;
-        if (MINFER_ATTN_EARLY && last >= k0 && last < k0 + kDecKeys) {  // warp-uniform
+        // Only in the chunk that holds it (a warp without keys never waits for its copies).
+        if (MINFER_ATTN_EARLY && last < p_end && last >= k0 && last < k0 + kDecKeys) {  // warp-uniform
             for (int c = lane; c < CPR; c += 32) {
                 const int64_t off = kv_row(kv, row, last) * kv_dim + c * 8;
                 const uint32_t at = static_cast<uint32_t>(((last - k0) * S + c * 8) * 2);
