@@ -173,26 +173,34 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
-template <int kLanes, bool kQ5>
+// The kernels of the launcher below: q4_K, q5_K (matvec_dp4a_q4k_kernel) and q4_0 on direct loads
+// (matvec_dp4a_q40_kernel), whose threads take 32 columns of a row each (cols / 32 of them a row).
+enum class Dp4a { q4_K, q5_K, q4_0 };
+template <int R, int kLanes, bool kPrefetch, Dp4a K>
+constexpr auto dp4a_kernel() {
+    if constexpr (K == Dp4a::q4_0) return matvec_dp4a_q40_kernel<R, kLanes, kPrefetch>;
+    else return matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch, K == Dp4a::q5_K>;
+}
+template <int kLanes, Dp4a K>
 void launch_dp4a_q4k_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = MINFER_DP4A_ROWS;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
     const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
-    check(launch_pdl(prefetch ? matvec_dp4a_q4k_kernel<R, kLanes, true, kQ5> : matvec_dp4a_q4k_kernel<R, kLanes, false, kQ5>,
-                     dim3(blocks_for(rows, R)), dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+    check(launch_pdl(prefetch ? dp4a_kernel<R, kLanes, true, K>() : dp4a_kernel<R, kLanes, false, K>(), dim3(blocks_for(rows, R)),
+                     dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
-template <bool kQ5 = false>
+template <Dp4a K = Dp4a::q4_K>
 void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t ctas = blocks_for(seg.end[seg.n - 1], MINFER_DP4A_ROWS);
     const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
                       : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
                       : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
                                                               : 128;
-    if (lanes == 32) launch_dp4a_q4k_lanes<32, kQ5>(seg, cols, xq, stream, accumulate);
-    else if (lanes == 64) launch_dp4a_q4k_lanes<64, kQ5>(seg, cols, xq, stream, accumulate);
-    else launch_dp4a_q4k_lanes<128, kQ5>(seg, cols, xq, stream, accumulate);
+    if (lanes == 32) launch_dp4a_q4k_lanes<32, K>(seg, cols, xq, stream, accumulate);
+    else if (lanes == 64) launch_dp4a_q4k_lanes<64, K>(seg, cols, xq, stream, accumulate);
+    else launch_dp4a_q4k_lanes<128, K>(seg, cols, xq, stream, accumulate);
 }
 
 // q5_K on the int8 input, one column: the q4_K dp4a kernel with the fifth bits (kQ5), by the same
@@ -204,6 +212,14 @@ void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaS
 #define MINFER_DP4A_Q5K 1
 #endif
 constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
+
+// q4_0 on the int8 input, one column, rows of whole 256-column groups: the direct-load dp4a kernel
+// (matvec_impl.cuh; 8 blocks are 144 bytes, 16-byte aligned), by the q4_K launcher's choice of CTA width
+// and prefetch, with -DMINFER_DP4A_Q40=1; otherwise, and by default until it is measured on a GPU, the
+// staged kernel below. Its arithmetic is checked against float64 in the emulator (tests/test_matvec_emu.cpp).
+#ifndef MINFER_DP4A_Q40
+#define MINFER_DP4A_Q40 0
+#endif
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
@@ -234,6 +250,10 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
         launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
         return true;
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
+        if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
+            launch_dp4a_q4k<Dp4a::q4_0>(seg, cols, xq, stream, accumulate);
+            return true;
+        }
         if (!staged_fits<T>(seg, cols)) return false;
         constexpr int R = MINFER_DP4A_STAGED_ROWS;
         static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
@@ -312,7 +332,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                             launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
                     } else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (T == Type::Q5_K) {
-                    if (xq) launch_dp4a_q4k<true>(seg, cols, xq, stream, accumulate);  // one column (checked above)
+                    if (xq) launch_dp4a_q4k<Dp4a::q5_K>(seg, cols, xq, stream, accumulate);  // one column (checked above)
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);

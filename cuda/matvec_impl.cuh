@@ -1501,6 +1501,98 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
     cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
 }
 
+// ---- q4_0 by dp4a on direct loads (int8 input, one column; rows of whole 256-column groups) -----------------
+//
+// q4_0's 18-byte blocks are only 2-byte aligned, but 8 of them are 144 bytes: where a row is a multiple of
+// 256 columns long (every row then starts 16-byte aligned), block 8 G + p lies in bytes 2p .. 2p + 17 of
+// the 16-byte units 9 G + p and 9 G + p + 1 of its row. A thread takes a block (32 columns) of each of
+// its R rows as the q4_K kernel takes a chunk: it loads those two units straight into registers (the 8
+// threads of a group load 9 units between them: whole lines, coalesced) and picks the block's half-words
+// out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel shift. The arithmetic is
+// Staged<Q4_0>::row's over the whole block. Taken where -DMINFER_DP4A_Q40=1 (cuda/matvec.cu).
+struct DpX40 {
+    uint4 h0, l0, h1, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
+    float dx;
+    int ofs;  // 16 * 8 * the block's input sum (the codes' offset of 8, in the 16x scale of the sum)
+};
+__device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p, const DpX40& x) {
+    const uint32_t w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
+    const int q = p >> 1;
+    uint32_t v[5];  // w[q .. q + 4]: the block starts at byte 2 (p even) or 0 (p odd) of v[0]
+#pragma unroll
+    for (int k = 0; k < 5; ++k) v[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
+    const bool odd = p & 1;
+    const uint32_t d16 = odd ? v[0] >> 16 : v[0] & 0xFFFFu;
+    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint32_t c = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
+        const uint32_t lo = c & 0x0F0F0F0Fu, hi = c & 0xF0F0F0F0u;
+        a0 = dp4a_us(lo, xh0[k], a0);
+        b0 = dp4a_us(lo, xl0[k], b0);
+        a1 = dp4a_us(hi, xh1[k], a1);
+        b1 = dp4a_us(hi, xl1[k], b1);
+    }
+    // 16 times the dot product: |4096 a0|, |256 a1| <= 2^27 (16 codes of 15, digits of 128), the low
+    // digits' terms below 2^20: the integer stays exact, its conversion rounds at most 2^-24.
+    return f16_lo(d16) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
+}
+template <int R, int kLanes, bool kPrefetch>
+__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q40_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0);
+    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
+    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * 144;
+    const int tid = static_cast<int>(threadIdx.x), nblk = cols / 32;
+    const uint8_t* wr[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
+    uint4 a[R], b[R];
+    auto load = [&](int c, uint4 (&av)[R], uint4 (&bv)[R]) {
+        const int unit = (c >> 3) * 9 + (c & 7);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            av[r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + unit);
+            bv[r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + unit + 1);
+        }
+    };
+    int c = tid;
+    if (c < nblk) load(c, a, b);  // weights only: before the wait for the kernel that writes xq
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
+    auto ldu = [](const uint8_t* p) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(p))); };
+    for (; c < nblk; c += kLanes) {
+        uint4 an[R] = {}, bn[R] = {};
+        if (kPrefetch && c + kLanes < nblk) load(c + kLanes, an, bn);
+        if (!kPrefetch && c != tid) load(c, a, b);
+        const int col = 32 * c;
+        DpX40 x;
+        x.h0 = ldu(xq + col);
+        x.h1 = ldu(xq + col + 16);
+        x.l0 = ldu(xq + cols + col);
+        x.l1 = ldu(xq + cols + col + 16);
+        const int4 m = ld_xmeta(rec + c);
+        x.dx = __int_as_float(m.x);
+        x.ofs = 128 * (m.y + m.z);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            acc[r] += q40_block(a[r], b[r], c & 7, x);
+            if (kPrefetch) {
+                a[r] = an[r];
+                b[r] = bn[r];
+            }
+        }
+    }
+    cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
+}
+
 // ---- q6_K, q8_0, q4_0 by staged loads and dp4a (int8 input, one column) ----------------------------------------
 //
 // The arithmetic of the q4_K kernel above for the types whose blocks are only 2-byte aligned (q6_K: 210

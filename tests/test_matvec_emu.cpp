@@ -499,6 +499,14 @@ std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>
     };
     return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
 }
+template <int R, int kLanes, bool kPrefetch>
+std::vector<std::vector<float>> run_dp4a_q40(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
+                                             const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
+    auto kernel = [&](const mv::Segments& seg) {
+        mv::matvec_dp4a_q40_kernel<R, kLanes, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
+    };
+    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
+}
 template <Type T, int R>
 std::vector<std::vector<float>> run_staged(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                            const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
@@ -578,6 +586,30 @@ TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") { 
 
 // The same kernel on q5_K blocks (its fifth bits from qh; random blocks set every one of them).
 TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches float64") { check_dp4a<Type::Q5_K>(9292); }
+
+// q4_0 on direct loads (rows of whole 256-column groups: 8 blocks, 144 bytes): rows of 8, 16, 136 and 152
+// blocks (fewer blocks than threads, a second partial round), the segments and CTA shapes of check_dp4a.
+TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matches float64") {
+    check_cta_rows<Type::Q4_0>(
+        {8, 16, 136, 152}, 9393, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
+        [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
+            for (bool prefetch : {true, false}) {
+                CAPTURE(prefetch);
+                auto each_lanes = [&]<int R>() {
+                    CAPTURE(R);
+                    auto run = [&]<int kLanes>() {
+                        return prefetch ? run_dp4a_q40<R, kLanes, true>(w, rows, cols, xq, cfg, in)
+                                        : run_dp4a_q40<R, kLanes, false>(w, rows, cols, xq, cfg, in);
+                    };
+                    check(32, run.template operator()<32>());
+                    check(64, run.template operator()<64>());
+                    check(128, run.template operator()<128>());
+                };
+                each_lanes.template operator()<2>();
+                each_lanes.template operator()<4>();
+            }
+        });
+}
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel
 // (cuda/matvec.cu; blocks of 2 x odd bytes: rows x blocks a multiple of 8), so any read past a matrix
