@@ -1518,7 +1518,7 @@ struct DpX40 {
 __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p, const DpX40& x) {
     const uint32_t w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
     const int q = p >> 1;
-    uint32_t v[5];  // w[q .. q + 4]: the block starts at byte 2 (p even) or 0 (p odd) of v[0]
+    uint32_t v[5];  // w[q .. q + 4]: the block (d, then qs) starts at byte 0 (p even) or 2 (p odd) of v[0]
 #pragma unroll
     for (int k = 0; k < 5; ++k) v[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
     const bool odd = p & 1;
@@ -1536,7 +1536,8 @@ __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p
         b1 = dp4a_us(hi, xl1[k], b1);
     }
     // 16 times the dot product: |4096 a0|, |256 a1| <= 2^27 (16 codes of 15, digits of 128), the low
-    // digits' terms below 2^20: the integer stays exact, its conversion rounds at most 2^-24.
+    // digits' terms below 2^20, the offset below 2^27: the int32 sum stays exact, its conversion to f32
+    // rounds at most 2^-24.
     return f16_lo(d16) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
 }
 template <int R, int kLanes, bool kPrefetch>
