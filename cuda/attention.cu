@@ -26,20 +26,24 @@ namespace {
 #endif
 static_assert(MINFER_FA_MTILES == 1 || MINFER_FA_MTILES == 2, "prefill attention: 1 or 2 row tiles per warp");
 
+// True when `bytes` of dynamic shared memory fit a block of this device; then `kernel`'s limit is raised
+// to them (past the default 48 KiB). Called once per kernel (a function-local static of its caller).
+template <class Kernel>
+bool raise_smem_limit(Kernel kernel, int bytes, const char* what) {
+    int dev = 0, optin = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+    if (bytes > optin) return false;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what);
+    return true;
+}
+
 // True when the kernel's shared memory fits a CTA of this device (the two-tile head_dim-128 CTA takes
 // 102 KiB: more than sm_86/sm_89/sm_120 allow, 99 KiB); the attribute is raised past the default 48 KiB.
 template <int HD, int MT>
 bool prefill_fits() {
-    static const bool fits = [] {
-        int dev = 0, optin = 0;
-        check(cudaGetDevice(&dev), "cudaGetDevice");
-        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-        if (fa::smem_bytes<HD, MT>() > optin) return false;
-        check(cudaFuncSetAttribute(fa::attn_prefill_mma_kernel<HD, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   fa::smem_bytes<HD, MT>()),
-              "prefill attention shared memory");
-        return true;
-    }();
+    static const bool fits =
+        raise_smem_limit(fa::attn_prefill_mma_kernel<HD, MT>, fa::smem_bytes<HD, MT>(), "prefill attention shared memory");
     return fits;
 }
 
@@ -195,18 +199,11 @@ struct DecodeXq {
 // warp: 77 KiB at head_dim 128 with two), or fails where the device cannot give it.
 template <int HD>
 void decode_smem_once() {
-    static const bool done = [] {
-        int dev = 0, optin = 0;
-        check(cudaGetDevice(&dev), "cudaGetDevice");
-        check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-        if (fa::dec_smem_bytes<HD>() > optin)
-            fail(MINFER_ERR_UNSUPPORTED, "CUDA decode attention: %d bytes of shared memory a block, the device allows %d",
-                 fa::dec_smem_bytes<HD>(), optin);
-        check(cudaFuncSetAttribute(fa::attn_decode_mma_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fa::dec_smem_bytes<HD>()),
-              "decode attention shared memory");
-        return true;
-    }();
-    (void)done;
+    static const bool fits =
+        raise_smem_limit(fa::attn_decode_mma_kernel<HD>, fa::dec_smem_bytes<HD>(), "decode attention shared memory");
+    if (!fits)
+        fail(MINFER_ERR_UNSUPPORTED, "CUDA decode attention: %d bytes of shared memory a block, more than the device allows",
+             fa::dec_smem_bytes<HD>());
 }
 
 // With pos_dev the grid covers max_splits chunks and the kernels find each row's split on the device.

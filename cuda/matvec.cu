@@ -16,7 +16,7 @@
 //    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input;
 //    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
 //    Over one input the same integer sums are taken by dp4a instead, without tensor cores or a ring:
-//    q4_K by matvec_dp4a_q4k_kernel (16-byte code chunks loaded straight into registers, many CTAs an
+//    q4_K by matvec_dp4a_kernel (16-byte code chunks loaded straight into registers, many CTAs an
 //    SM; 20% faster decode on the H200), q6_K, q8_0 and q4_0 by matvec_staged_kernel (their 2-byte
 //    aligned blocks staged per warp through shared memory).
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
@@ -173,37 +173,31 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
-// The kernels of the launcher below: q4_K, q5_K (matvec_dp4a_q4k_kernel) and q4_0 on direct loads
-// (matvec_dp4a_q40_kernel), whose threads take 32 columns of a row each (cols / 32 of them a row).
-enum class Dp4a { q4_K, q5_K, q4_0 };
-template <int R, int kLanes, bool kPrefetch, Dp4a K>
-constexpr auto dp4a_kernel() {
-    if constexpr (K == Dp4a::q4_0) return matvec_dp4a_q40_kernel<R, kLanes, kPrefetch>;
-    else return matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch, K == Dp4a::q5_K>;
-}
-template <int kLanes, Dp4a K>
-void launch_dp4a_q4k_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0), whose threads
+// take 32 columns of a row each (cols / 32 of them a row) whatever the format.
+template <int kLanes, class F>
+void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = MINFER_DP4A_ROWS;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
     const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
-    check(launch_pdl(prefetch ? dp4a_kernel<R, kLanes, true, K>() : dp4a_kernel<R, kLanes, false, K>(), dim3(blocks_for(rows, R)),
-                     dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+    check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true> : matvec_dp4a_kernel<F, R, kLanes, false>,
+                     dim3(blocks_for(rows, R)), dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
-template <Dp4a K = Dp4a::q4_K>
-void launch_dp4a_q4k(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+template <class F>
+void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t ctas = blocks_for(seg.end[seg.n - 1], MINFER_DP4A_ROWS);
     const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
                       : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
                       : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
                                                               : 128;
-    if (lanes == 32) launch_dp4a_q4k_lanes<32, K>(seg, cols, xq, stream, accumulate);
-    else if (lanes == 64) launch_dp4a_q4k_lanes<64, K>(seg, cols, xq, stream, accumulate);
-    else launch_dp4a_q4k_lanes<128, K>(seg, cols, xq, stream, accumulate);
+    if (lanes == 32) launch_dp4a_lanes<32, F>(seg, cols, xq, stream, accumulate);
+    else if (lanes == 64) launch_dp4a_lanes<64, F>(seg, cols, xq, stream, accumulate);
+    else launch_dp4a_lanes<128, F>(seg, cols, xq, stream, accumulate);
 }
 
-// q5_K on the int8 input, one column: the q4_K dp4a kernel with the fifth bits (kQ5), by the same
+// q5_K on the int8 input, one column: the dp4a kernel in its q5_K format (DpK<true>), by the same
 // launcher. q5_K has no int8 MMA kernel, so several columns (and builds with -DMINFER_MATVEC_DP4A=0) keep
 // the f16-input MMA kernel, and matvec_int8_supported says so per column count. On the H200 it decodes a
 // qwen2-7b q5_K synth at 444.0 t/s against 259.8 through the f16 MMA kernel (docs/perf.md, 2026-12-04);
@@ -247,11 +241,11 @@ template <Type T>
 bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     if (!MINFER_MATVEC_DP4A) return false;
     if constexpr (T == Type::Q4_K) {
-        launch_dp4a_q4k(seg, cols, xq, stream, accumulate);
+        launch_dp4a<DpK<false>>(seg, cols, xq, stream, accumulate);
         return true;
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
-            launch_dp4a_q4k<Dp4a::q4_0>(seg, cols, xq, stream, accumulate);
+            launch_dp4a<DpQ40>(seg, cols, xq, stream, accumulate);
             return true;
         }
         if (!staged_fits<T>(seg, cols)) return false;
@@ -332,7 +326,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                             launch_mma<T, true>(seg, cols, nullptr, nullptr, xq, stream, accumulate);
                     } else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (T == Type::Q5_K) {
-                    if (xq) launch_dp4a_q4k<Dp4a::q5_K>(seg, cols, xq, stream, accumulate);  // one column (checked above)
+                    if (xq) launch_dp4a<DpK<true>>(seg, cols, xq, stream, accumulate);  // one column (checked above)
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);

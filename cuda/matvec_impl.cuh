@@ -1430,53 +1430,30 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 #else
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes)
 #endif
-// kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes chunks t, t + kLanes,
-// ... of every row. On short rows narrower CTAs give each thread more chunks, over which its fixed costs
-// (addresses, the reduction) are spread.
-// kPrefetch: each iteration first loads the next chunk's codes and headers (2R loads in flight per thread,
-// 85 registers for R = 4); without, each chunk is loaded at the top of its own iteration (71 registers),
-// which suits tall matrices of one pass per row (cuda/matvec.cu).
-// kQ5: q5_K blocks (q5k_chunk): 176 bytes, the codes at 48, and per chunk and row also the 16 bytes of qh
-// that hold its fifth bits (through L1: the 4 threads of a half share them).
-template <int R, int kLanes, bool kPrefetch, bool kQ5 = false>
-__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
-    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
-    constexpr int kSb = kQ5 ? 176 : 144;  // bytes per super-block
-    constexpr int kCodes = kQ5 ? 48 : 16;  // offset of qs in it
-    constexpr int kQh = kQ5 ? R : 1;       // qh chunks kept (one unused for q4_K)
-    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
-    const int si = segment_of(seg, g0);
-    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
-    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * kSb;
-    const int tid = static_cast<int>(threadIdx.x), p = tid & 7, j = p >> 1, nch = cols / 256 * 8;
-    const uint8_t* wr[R];  // super-block 0 of each row
-#pragma unroll
-    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
-    uint4 q[R], hd[R], qh[kQh] = {};
-    auto load = [&](int c, uint4 (&qv)[R], uint4 (&hv)[R], uint4 (&bv)[kQh]) {
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            const uint8_t* b = wr[r] + (c >> 3) * kSb;
-            qv[r] = ld_stream(reinterpret_cast<const uint4*>(b + kCodes + 16 * p));
-            hv[r] = as_uint4(ld_x16(reinterpret_cast<const int4*>(b)));
-            if constexpr (kQ5) bv[r] = as_uint4(ld_x16(reinterpret_cast<const int4*>(b + 16 + 16 * (p & 1))));
-        }
+// The block formats of matvec_dp4a_kernel: kGroup bytes per 256 columns of a row, in which thread unit
+// p = c & 7 of unit c (32 columns) lies; load(group, p) brings a row's registers W for it (straight from
+// global memory), input(...) the input's X for its columns, dot(W, p, X) their product.
+// DpK<false>: q4_K (144-byte super-blocks, unit p = code chunk p: q4k_chunk); DpK<true>: q5_K (176 bytes,
+// the codes at 48, and per unit and row also the 16 bytes of qh that hold its fifth bits, through L1: the
+// 4 threads of a half share them; q5k_chunk).
+template <bool kQ5>
+struct DpK {
+    static constexpr int kGroup = kQ5 ? 176 : 144, kCodes = kQ5 ? 48 : 16;
+    struct W {
+        uint4 q, hd, qh;  // codes, header, fifth bits (q5_K)
     };
-    int c = tid;
-    if (c < nch) load(c, q, hd, qh);  // weights only: before the wait for the kernel that writes xq
-    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
-    pdl_launch_dependents();
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
-    auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
-    for (; c < nch; c += kLanes) {
-        uint4 qn[R] = {}, hn[R] = {}, bn[kQh] = {};
-        if (kPrefetch && c + kLanes < nch) load(c + kLanes, qn, hn, bn);
-        if (!kPrefetch && c != tid) load(c, q, hd, qh);
-        const int col = (c >> 3) * 256 + 64 * j + 16 * (p & 1);
-        DpX x;
+    __device__ static W load(const uint8_t* b, int p) {
+        W w;
+        w.q = ld_stream(reinterpret_cast<const uint4*>(b + kCodes + 16 * p));
+        w.hd = as_uint4(ld_x16(reinterpret_cast<const int4*>(b)));
+        if constexpr (kQ5) w.qh = as_uint4(ld_x16(reinterpret_cast<const int4*>(b + 16 + 16 * (p & 1))));
+        return w;
+    }
+    using X = DpX;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
+        auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
+        const int col = (c >> 3) * 256 + 64 * (p >> 1) + 16 * (p & 1);
+        X x;
         x.h0 = ldu(xq + col);
         x.h1 = ldu(xq + col + 32);
         x.l0 = ldu(xq + cols + col);
@@ -1487,29 +1464,24 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q4k_kernel(const Segments seg, co
         x.d1 = x.d1m * 0.0625f;
         x.s0 = (p & 1) ? m0.z : m0.y;
         x.s1 = (p & 1) ? m1.z : m1.y;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            if constexpr (kQ5) acc[r] += q5k_chunk(q[r], qh[r], hd[r], j, x);
-            else acc[r] += q4k_chunk(q[r], hd[r], j, x);
-            if (kPrefetch) {
-                q[r] = qn[r];
-                hd[r] = hn[r];
-                if constexpr (kQ5) qh[r] = bn[r];
-            }
-        }
+        return x;
     }
-    cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
-}
+    __device__ static float dot(const W& w, int p, const X& x) {
+        if constexpr (kQ5) return q5k_chunk(w.q, w.qh, w.hd, p >> 1, x);
+        else return q4k_chunk(w.q, w.hd, p >> 1, x);
+    }
+};
 
 // ---- q4_0 by dp4a on direct loads (int8 input, one column; rows of whole 256-column groups) -----------------
 //
 // q4_0's 18-byte blocks are only 2-byte aligned, but 8 of them are 144 bytes: where a row is a multiple of
 // 256 columns long (every row then starts 16-byte aligned), block 8 G + p lies in bytes 2p .. 2p + 17 of
-// the 16-byte units 9 G + p and 9 G + p + 1 of its row. A thread takes a block (32 columns) of each of
-// its R rows as the q4_K kernel takes a chunk: it loads those two units straight into registers (the 8
-// threads of a group load 9 units between them: whole lines, coalesced) and picks the block's half-words
-// out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel shift. The arithmetic is
-// Staged<Q4_0>::row's over the whole block. Taken where -DMINFER_DP4A_Q40=1 (cuda/matvec.cu).
+// the 16-byte units 9 G + p and 9 G + p + 1 of its row. matvec_dp4a_kernel<DpQ40> gives a thread a block
+// (32 columns) of each of its R rows as it gives a q4_K chunk: it loads those two units straight into
+// registers (the 8 threads of a group load 9 units between them: whole lines, coalesced), and q40_block
+// picks the block's half-words out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel
+// shift. The arithmetic is Staged<Q4_0>::row's over the whole block. Taken where -DMINFER_DP4A_Q40=1
+// (cuda/matvec.cu).
 struct DpX40 {
     uint4 h0, l0, h1, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
     float dx;
@@ -1540,41 +1512,20 @@ __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p
     // rounds at most 2^-24.
     return f16_lo(d16) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
 }
-template <int R, int kLanes, bool kPrefetch>
-__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q40_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
-    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
-    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
-    const int si = segment_of(seg, g0);
-    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
-    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * 144;
-    const int tid = static_cast<int>(threadIdx.x), nblk = cols / 32;
-    const uint8_t* wr[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
-    uint4 a[R], b[R];
-    auto load = [&](int c, uint4 (&av)[R], uint4 (&bv)[R]) {
-        const int unit = (c >> 3) * 9 + (c & 7);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-            av[r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + unit);
-            bv[r] = ld_stream(reinterpret_cast<const uint4*>(wr[r]) + unit + 1);
-        }
+// q4_0 (above): 8 blocks of 18 bytes a group, unit p = block p.
+struct DpQ40 {
+    static constexpr int kGroup = 144;
+    struct W {
+        uint4 a, b;  // the group's 16-byte units p and p + 1
     };
-    int c = tid;
-    if (c < nblk) load(c, a, b);  // weights only: before the wait for the kernel that writes xq
-    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
-    pdl_launch_dependents();
-    float acc[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
-    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
-    auto ldu = [](const uint8_t* p) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(p))); };
-    for (; c < nblk; c += kLanes) {
-        uint4 an[R] = {}, bn[R] = {};
-        if (kPrefetch && c + kLanes < nblk) load(c + kLanes, an, bn);
-        if (!kPrefetch && c != tid) load(c, a, b);
+    __device__ static W load(const uint8_t* g, int p) {
+        return {ld_stream(reinterpret_cast<const uint4*>(g) + p), ld_stream(reinterpret_cast<const uint4*>(g) + p + 1)};
+    }
+    using X = DpX40;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
+        auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
         const int col = 32 * c;
-        DpX40 x;
+        X x;
         x.h0 = ldu(xq + col);
         x.h1 = ldu(xq + col + 16);
         x.l0 = ldu(xq + cols + col);
@@ -1582,13 +1533,53 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_q40_kernel(const Segments seg, co
         const int4 m = ld_xmeta(rec + c);
         x.dx = __int_as_float(m.x);
         x.ofs = 128 * (m.y + m.z);
+        return x;
+    }
+    __device__ static float dot(const W& w, int p, const X& x) { return q40_block(w.a, w.b, p, x); }
+};
+
+// Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment); rows
+// of whole 256-column groups (cols / 32 units a row).
+// kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
+// ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
+// (addresses, the reduction) are spread.
+// kPrefetch: each iteration first loads the next unit's registers (2R loads in flight per thread for
+// q4_K, 85 registers for R = 4); without, each unit is loaded at the top of its own iteration (71
+// registers), which suits tall matrices of one pass per row (cuda/matvec.cu).
+template <class F, int R, int kLanes, bool kPrefetch>
+__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
+    using W = typename F::W;
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0);
+    const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
+    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * F::kGroup;
+    const int tid = static_cast<int>(threadIdx.x), p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
+    const uint8_t* wr[R];  // group 0 of each row
+#pragma unroll
+    for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
+    W w[R];
+    auto load = [&](int c, W (&wv)[R]) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) wv[r] = F::load(wr[r] + (c >> 3) * F::kGroup, p);
+    };
+    int c = tid;
+    if (c < n) load(c, w);  // weights only: before the wait for the kernel that writes xq
+    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+    pdl_launch_dependents();
+    float acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+    const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
+    for (; c < n; c += kLanes) {
+        W wn[R] = {};
+        if (kPrefetch && c + kLanes < n) load(c + kLanes, wn);
+        if (!kPrefetch && c != tid) load(c, w);
+        const typename F::X x = F::input(xq, cols, rec, c, p);
 #pragma unroll
         for (int r = 0; r < R; ++r) {
-            acc[r] += q40_block(a[r], b[r], c & 7, x);
-            if (kPrefetch) {
-                a[r] = an[r];
-                b[r] = bn[r];
-            }
+            acc[r] += F::dot(w[r], p, x);
+            if (kPrefetch) w[r] = wn[r];
         }
     }
     cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);

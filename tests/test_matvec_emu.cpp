@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/matvec_impl.cuh"  // with tests/emu first on the include path: the emulated CUDA
@@ -491,19 +492,12 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     return y;
 }
 
-template <int R, int kLanes, bool kPrefetch, bool kQ5 = false>
+// F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0).
+template <class F, int R, int kLanes, bool kPrefetch>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
     auto kernel = [&](const mv::Segments& seg) {
-        mv::matvec_dp4a_q4k_kernel<R, kLanes, kPrefetch, kQ5>(seg, xq, static_cast<int>(cols), init != nullptr);
-    };
-    return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
-}
-template <int R, int kLanes, bool kPrefetch>
-std::vector<std::vector<float>> run_dp4a_q40(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
-                                             const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
-    auto kernel = [&](const mv::Segments& seg) {
-        mv::matvec_dp4a_q40_kernel<R, kLanes, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
+        mv::matvec_dp4a_kernel<F, R, kLanes, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
     };
     return run_cta_rows<R>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes);
 }
@@ -556,21 +550,22 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
     }
 }
 
-// Row lengths of 1, 2, 16, 17 and 19 super-blocks: fewer chunks than threads, exactly as many, and a
-// second partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4
-// rows a CTA, CTAs of 1, 2 and 4 warps; each chunk loaded one iteration ahead or at the top of its own.
+// Row lengths (`blocks`, blocks of T a row) with fewer units than threads, exactly as many, and a second
+// partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4 rows a
+// CTA, CTAs of 1, 2 and 4 warps; each unit loaded one iteration ahead or at the top of its own.
 template <Type T>
-void check_dp4a(uint64_t seed) {
+void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
+    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, mv::DpK<T == Type::Q5_K>>;
     check_cta_rows<T>(
-        {1, 2, 16, 17, 19}, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
+        blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
             for (bool prefetch : {true, false}) {
                 CAPTURE(prefetch);
                 auto each_lanes = [&]<int R>() {
                     CAPTURE(R);
                     auto run = [&]<int kLanes>() {
-                        return prefetch ? run_dp4a<R, kLanes, true, T == Type::Q5_K>(w, rows, cols, xq, cfg, in)
-                                        : run_dp4a<R, kLanes, false, T == Type::Q5_K>(w, rows, cols, xq, cfg, in);
+                        return prefetch ? run_dp4a<F, R, kLanes, true>(w, rows, cols, xq, cfg, in)
+                                        : run_dp4a<F, R, kLanes, false>(w, rows, cols, xq, cfg, in);
                     };
                     check(32, run.template operator()<32>());
                     check(64, run.template operator()<64>());
@@ -582,33 +577,18 @@ void check_dp4a(uint64_t seed) {
         });
 }
 
-TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") { check_dp4a<Type::Q4_K>(9191); }
+// 1, 2, 16, 17 and 19 super-blocks a row.
+TEST_CASE("emulated mat-vec: q4_K by dp4a on the int8 input matches float64") { check_dp4a<Type::Q4_K>({1, 2, 16, 17, 19}, 9191); }
 
 // The same kernel on q5_K blocks (its fifth bits from qh; random blocks set every one of them).
-TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches float64") { check_dp4a<Type::Q5_K>(9292); }
+TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches float64") {
+    check_dp4a<Type::Q5_K>({1, 2, 16, 17, 19}, 9292);
+}
 
 // q4_0 on direct loads (rows of whole 256-column groups: 8 blocks, 144 bytes): rows of 8, 16, 136 and 152
-// blocks (fewer blocks than threads, a second partial round), the segments and CTA shapes of check_dp4a.
+// blocks.
 TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matches float64") {
-    check_cta_rows<Type::Q4_0>(
-        {8, 16, 136, 152}, 9393, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
-        [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
-            for (bool prefetch : {true, false}) {
-                CAPTURE(prefetch);
-                auto each_lanes = [&]<int R>() {
-                    CAPTURE(R);
-                    auto run = [&]<int kLanes>() {
-                        return prefetch ? run_dp4a_q40<R, kLanes, true>(w, rows, cols, xq, cfg, in)
-                                        : run_dp4a_q40<R, kLanes, false>(w, rows, cols, xq, cfg, in);
-                    };
-                    check(32, run.template operator()<32>());
-                    check(64, run.template operator()<64>());
-                    check(128, run.template operator()<128>());
-                };
-                each_lanes.template operator()<2>();
-                each_lanes.template operator()<4>();
-            }
-        });
+    check_dp4a<Type::Q4_0>({8, 16, 136, 152}, 9393);
 }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel
