@@ -285,10 +285,12 @@ __host__ __device__ constexpr int part_stride(int hd) { return hd + 4; }
 constexpr float kPScale = 15.0f;
 // K and V slot pairs per warp: a warp's first kDecSlots tiles are all copied before pdl_wait, and each
 // later tile's copy is issued into the slots of the tile kDecSlots before it once that one is read, so
-// kDecSlots tiles a warp are in flight. MINFER_ATTN_SLOTS (the A/B knob): 1 was the form measured in
-// docs/perf.md before 2026-12-04 (each tile's copy issued while the one before it computes).
+// kDecSlots tiles a warp are in flight. MINFER_ATTN_SLOTS (the A/B knob): 1, the default, issues each
+// tile's copy while the one before it computes; on the H200 2 measured 0.4% faster on qwen2-0.5b at 30,000
+// keys but 1.2% slower on the 7B at 8,192 (docs/perf.md, 2026-12-04), where it also halves the blocks an
+// SM (77 against 43 KiB of shared memory a block at head_dim 128).
 #ifndef MINFER_ATTN_SLOTS
-#define MINFER_ATTN_SLOTS 2
+#define MINFER_ATTN_SLOTS 1
 #endif
 constexpr int kDecSlots = MINFER_ATTN_SLOTS;
 static_assert(kDecSlots >= 1 && kDecSlots <= 4, "decode attention slots a warp");

@@ -209,10 +209,12 @@ constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 
 // q4_0 on the int8 input, one column, rows of whole 256-column groups: the direct-load dp4a kernel
 // (matvec_impl.cuh; 8 blocks are 144 bytes, 16-byte aligned), by the q4_K launcher's choice of CTA width
-// and prefetch, with -DMINFER_DP4A_Q40=1; otherwise, and by default until it is measured on a GPU, the
-// staged kernel below. Its arithmetic is checked against float64 in the emulator (tests/test_matvec_emu.cpp).
+// and prefetch; other rows, and builds with -DMINFER_DP4A_Q40=0 (the A/B knob), take the staged kernel
+// below. On the H200 it decodes a qwen2-7b Q4_0 synth at 581-586 t/s against 430 on the staged kernel
+// (docs/perf.md, 2026-12-04). Its arithmetic is checked against float64 in the emulator
+// (tests/test_matvec_emu.cpp) and on the GPU (cuda_tests "matvec*").
 #ifndef MINFER_DP4A_Q40
-#define MINFER_DP4A_Q40 0
+#define MINFER_DP4A_Q40 1
 #endif
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a

@@ -1480,8 +1480,8 @@ struct DpK {
 // (32 columns) of each of its R rows as it gives a q4_K chunk: it loads those two units straight into
 // registers (the 8 threads of a group load 9 units between them: whole lines, coalesced), and q40_block
 // picks the block's half-words out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel
-// shift. The arithmetic is Staged<Q4_0>::row's over the whole block. Taken where -DMINFER_DP4A_Q40=1
-// (cuda/matvec.cu).
+// shift. The arithmetic is Staged<Q4_0>::row's over the whole block. Taken on such rows unless built with
+// -DMINFER_DP4A_Q40=0 (cuda/matvec.cu).
 struct DpX40 {
     uint4 h0, l0, h1, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
     float dx;
