@@ -173,7 +173,7 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
-// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0), whose threads
+// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ80 q8_0), whose threads
 // take 32 columns of a row each (cols / 32 of them a row) whatever the format.
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
@@ -216,6 +216,10 @@ constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 #ifndef MINFER_DP4A_Q40
 #define MINFER_DP4A_Q40 1
 #endif
+// q8_0 likewise (DpQ80: three 16-byte units a block), on by -DMINFER_DP4A_Q80=1 until measured on a GPU.
+#ifndef MINFER_DP4A_Q80
+#define MINFER_DP4A_Q80 0
+#endif
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
@@ -248,6 +252,10 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
             launch_dp4a<DpQ40>(seg, cols, xq, stream, accumulate);
+            return true;
+        }
+        if (T == Type::Q8_0 && MINFER_DP4A_Q80 && cols % 256 == 0) {
+            launch_dp4a<DpQ80>(seg, cols, xq, stream, accumulate);
             return true;
         }
         if (!staged_fits<T>(seg, cols)) return false;
