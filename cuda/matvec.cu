@@ -16,9 +16,11 @@
 //    codes fed to s8/u8 MMAs with exact s32 sums: fewer instructions per weight, about 15 bits of input;
 //    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
 //    Over one input the same integer sums are taken by dp4a instead, without tensor cores or a ring:
-//    q4_K by matvec_dp4a_kernel (16-byte code chunks loaded straight into registers, many CTAs an
-//    SM; 20% faster decode on the H200), q6_K, q8_0 and q4_0 by matvec_staged_kernel (their 2-byte
-//    aligned blocks staged per warp through shared memory).
+//    q4_K, q5_K and q4_0 (rows of whole 256-column groups) by matvec_dp4a_kernel (16-byte units
+//    loaded straight into registers, many CTAs an SM; q4_K 20% faster decode on the H200, q4_0 36%
+//    than staged), q6_K, q8_0 and q4_0 on other rows by matvec_staged_kernel (their 2-byte aligned
+//    blocks staged per warp through shared memory); q8_0 on whole groups takes matvec_dp4a_kernel
+//    only with -DMINFER_DP4A_Q80=1 until measured.
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
@@ -221,7 +223,9 @@ constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 #define MINFER_DP4A_Q80 0
 #endif
 
-// q6_K, q8_0 and q4_0 on the int8 input, one column: the staged dp4a kernel (matvec_impl.cuh), 4 rows a
+// q6_K, q8_0 and q4_0 on the int8 input, one column, where the direct-load formats above do not take the
+// rows (q6_K always; q4_0 on rows that are not whole 256-column groups, such as the 0.5B's 896; q8_0
+// unless -DMINFER_DP4A_Q80=1): the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
 // every 7B shape of q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall launches (8,192
 // rows or more in all: the output projection, and the joint gate/up of q8_0 and q4_0 files) and for 4

@@ -1478,7 +1478,7 @@ struct DpK {
 // 256 columns long (every row then starts 16-byte aligned), block 8 G + p lies in bytes 2p .. 2p + 17 of
 // the 16-byte units 9 G + p and 9 G + p + 1 of its row. matvec_dp4a_kernel<DpQ40> gives a thread a block
 // (32 columns) of each of its R rows as it gives a q4_K chunk: it loads those two units straight into
-// registers (the 8 threads of a group load 9 units between them: whole lines, coalesced), and q40_block
+// registers (the 8 threads of a group load its 9 units, 16 loads, the repeats served by L2), and q40_block
 // picks the block's half-words out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel
 // shift. The arithmetic is Staged<Q4_0>::row's over the whole block. Taken on such rows unless built with
 // -DMINFER_DP4A_Q40=0 (cuda/matvec.cu).
@@ -1542,10 +1542,12 @@ struct DpQ40 {
 //
 // The q4_0 scheme above for q8_0's 34-byte blocks: 8 of them are 272 bytes (17 units), and block 8 G + p
 // lies in bytes 2p .. 2p + 33 of the units 17 G + 2p .. 17 G + 2p + 2 of its row. A thread loads those
-// three units (the 8 threads of a group load each unit but the first and last twice, through L1) and
+// three units (unit 2p + 2 of thread p is unit 2p' of thread p + 1: 24 loads for a group's 17 units, the
+// repeats served by L2, since the weight loads skip L1; DRAM reads each byte once) and
 // q80_block picks the block out of their 12 words: words p / 2 .. p / 2 + 8 by selects, then for even p
 // a 16-bit funnel shift per code word. The arithmetic is Staged<Q8_0>::row's over the whole block
-// (signed codes: no offset). Taken on such rows unless built with -DMINFER_DP4A_Q80=0 (cuda/matvec.cu).
+// (signed codes: no offset). Taken on such rows only when built with -DMINFER_DP4A_Q80=1 (cuda/matvec.cu),
+// until it is measured on a GPU.
 __device__ __forceinline__ float q80_block(const uint4 u0, const uint4 u1, const uint4 u2, int p, const DpX40& x) {
     const uint32_t w[12] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w, u2.x, u2.y, u2.z, u2.w};
     const int q = p >> 1;

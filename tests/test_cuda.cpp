@@ -582,13 +582,15 @@ TEST_SUITE("cuda") {
         for (Type t : all) {
             const bool plain = t == Type::F32 || t == Type::F16 || t == Type::BF16;
             const int64_t b = plain ? 8 : quant::type_info(t).block_elems;
-            // {64, 16 b} and {8200, 2 b}: the staged dp4a kernel (q6_K, q8_0, q4_0 segments of whole 16-byte
-            // units), below and above its tall-matrix line; q4_K's dp4a kernel takes {8200, 2 b} in CTAs of 2
-            // warps, {20011, b} and {12800, 5 b} in CTAs of one (the latter with several chunks a thread and row,
-            // prefetched); q4_0's direct-load dp4a kernel takes rows of whole 256-column groups: {64, 16 b} and
-            // {300, 18944} in CTAs of 4 warps, {8200, 8 b} of 2, {12800, 8 b} of one
-            const int64_t shapes[][2] = {{1, b},        {7, 2 * b},   {67, 3 * b},   {45, 11 * b},  {300, 18944}, {20011, b},
-                                         {64, 16 * b},  {8200, 2 * b}, {12800, 5 * b}, {8200, 8 * b}, {12800, 8 * b}};
+            // {64, 16 b}, {64, 28 b} and {8200, 2 b}: the staged dp4a kernel (q6_K, q8_0, q4_0 segments of
+            // whole 16-byte units), below and above its tall-matrix line (q4_0 there only on rows that are
+            // not whole 256-column groups: {64, 28 b}, the 0.5B's 896 columns); q4_K's dp4a kernel takes
+            // {8200, 2 b} in CTAs of 2 warps, {20011, b} and {12800, 5 b} in CTAs of one (the latter with
+            // several chunks a thread and row, prefetched); q4_0's direct-load dp4a kernel takes rows of
+            // whole 256-column groups: {64, 16 b} and {300, 18944} in CTAs of 4 warps, {8200, 1280} of 2,
+            // {12800, 1280} of one (40 blocks a row: a second round, prefetched)
+            const int64_t shapes[][2] = {{1, b},       {7, 2 * b},    {67, 3 * b},     {45, 11 * b}, {300, 18944},  {20011, b},
+                                         {64, 16 * b}, {64, 28 * b},  {8200, 2 * b},   {12800, 5 * b}, {8200, 1280}, {12800, 1280}};
             for (const auto& sh : shapes) {
                 const int64_t rows = sh[0], cols = sh[1];
                 const std::string type = name_of(t);
