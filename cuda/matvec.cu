@@ -17,10 +17,9 @@
 //    and over 2 to 8 inputs at once (a few tokens; matvec_xq's ncols), each weight read once for all.
 //    Over one input the same integer sums are taken by dp4a instead, without tensor cores or a ring:
 //    q4_K, q5_K and q4_0 (rows of whole 256-column groups) by matvec_dp4a_kernel (16-byte units
-//    loaded straight into registers, many CTAs an SM; q4_K 20% faster decode on the H200, q4_0 36%
-//    than staged), q6_K, q8_0 and q4_0 on other rows by matvec_staged_kernel (their 2-byte aligned
-//    blocks staged per warp through shared memory); q8_0 on whole groups takes matvec_dp4a_kernel
-//    only with -DMINFER_DP4A_Q80=1 until measured.
+//    loaded straight into registers, many CTAs an SM; on the H200 q4_K 20% faster decode, q4_0 36%
+//    faster than staged), q6_K, q8_0 and q4_0 on other rows by matvec_staged_kernel (their 2-byte aligned
+//    blocks staged per warp through shared memory; q8_0's direct loads measured slower, docs/perf.md).
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //
@@ -175,7 +174,7 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
-// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ80 q8_0), whose threads
+// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0), whose threads
 // take 32 columns of a row each (cols / 32 of them a row) whatever the format.
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
@@ -218,14 +217,10 @@ constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 #ifndef MINFER_DP4A_Q40
 #define MINFER_DP4A_Q40 1
 #endif
-// q8_0 likewise (DpQ80: three 16-byte units a block), on by -DMINFER_DP4A_Q80=1 until measured on a GPU.
-#ifndef MINFER_DP4A_Q80
-#define MINFER_DP4A_Q80 0
-#endif
 
 // q6_K, q8_0 and q4_0 on the int8 input, one column, where the direct-load formats above do not take the
-// rows (q6_K always; q4_0 on rows that are not whole 256-column groups, such as the 0.5B's 896; q8_0
-// unless -DMINFER_DP4A_Q80=1): the staged dp4a kernel (matvec_impl.cuh), 4 rows a
+// rows (q6_K and q8_0 always; q4_0 on rows that are not whole 256-column groups, such as the 0.5B's
+// 896): the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
 // every 7B shape of q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall launches (8,192
 // rows or more in all: the output projection, and the joint gate/up of q8_0 and q4_0 files) and for 4
@@ -256,10 +251,6 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
             launch_dp4a<DpQ40>(seg, cols, xq, stream, accumulate);
-            return true;
-        }
-        if (T == Type::Q8_0 && MINFER_DP4A_Q80 && cols % 256 == 0) {
-            launch_dp4a<DpQ80>(seg, cols, xq, stream, accumulate);
             return true;
         }
         if (!staged_fits<T>(seg, cols)) return false;

@@ -1538,50 +1538,6 @@ struct DpQ40 {
     __device__ static float dot(const W& w, int p, const X& x) { return q40_block(w.a, w.b, p, x); }
 };
 
-// ---- q8_0 by dp4a on direct loads (int8 input, one column; rows of whole 256-column groups) -----------------
-//
-// The q4_0 scheme above for q8_0's 34-byte blocks: 8 of them are 272 bytes (17 units), and block 8 G + p
-// lies in bytes 2p .. 2p + 33 of the units 17 G + 2p .. 17 G + 2p + 2 of its row. A thread loads those
-// three units (unit 2p + 2 of thread p is unit 2p' of thread p + 1: 24 loads for a group's 17 units, the
-// repeats served by L2, since the weight loads skip L1; DRAM reads each byte once) and
-// q80_block picks the block out of their 12 words: words p / 2 .. p / 2 + 8 by selects, then for even p
-// a 16-bit funnel shift per code word. The arithmetic is Staged<Q8_0>::row's over the whole block
-// (signed codes: no offset). Taken on such rows only when built with -DMINFER_DP4A_Q80=1 (cuda/matvec.cu),
-// until it is measured on a GPU.
-__device__ __forceinline__ float q80_block(const uint4 u0, const uint4 u1, const uint4 u2, int p, const DpX40& x) {
-    const uint32_t w[12] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w, u2.x, u2.y, u2.z, u2.w};
-    const int q = p >> 1;
-    uint32_t v[9];  // w[q .. q + 8]: the block (d, then qs) starts at byte 0 (p even) or 2 (p odd) of v[0]
-#pragma unroll
-    for (int k = 0; k < 9; ++k) v[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
-    const bool odd = p & 1;
-    const uint32_t d16 = odd ? v[0] >> 16 : v[0] & 0xFFFFu;
-    const uint32_t xh[8] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w, x.h1.x, x.h1.y, x.h1.z, x.h1.w};
-    const uint32_t xl[8] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w, x.l1.x, x.l1.y, x.l1.z, x.l1.w};
-    int a = 0, b = 0;
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-        const uint32_t c = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
-        a = dp4a_ss(c, xh[k], a);
-        b = dp4a_ss(c, xl[k], b);
-    }
-    return f16_lo(d16) * x.dx * static_cast<float>(256 * a + b);  // 256 |a| < 2^27: exact in int32
-}
-// q8_0 (above): 8 blocks of 34 bytes a group, unit p = block p; the input as q4_0's (its offset unused).
-struct DpQ80 {
-    static constexpr int kGroup = 272;
-    struct W {
-        uint4 a, b, c;  // the group's 16-byte units 2p, 2p + 1, 2p + 2
-    };
-    __device__ static W load(const uint8_t* g, int p) {
-        const uint4* u = reinterpret_cast<const uint4*>(g) + 2 * p;
-        return {ld_stream(u), ld_stream(u + 1), ld_stream(u + 2)};
-    }
-    using X = DpX40;
-    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) { return DpQ40::input(xq, cols, rec, c, p); }
-    __device__ static float dot(const W& w, int p, const X& x) { return q80_block(w.a, w.b, w.c, p, x); }
-};
-
 // Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment); rows
 // of whole 256-column groups (cols / 32 units a row).
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,

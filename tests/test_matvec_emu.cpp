@@ -492,7 +492,7 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     return y;
 }
 
-// F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0, mv::DpQ80 q8_0).
+// F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0).
 template <class F, int R, int kLanes, bool kPrefetch>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
@@ -555,7 +555,7 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 // CTA, CTAs of 1, 2 and 4 warps; each unit loaded one iteration ahead or at the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
-    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, std::conditional_t<T == Type::Q8_0, mv::DpQ80, mv::DpK<T == Type::Q5_K>>>;
+    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, mv::DpK<T == Type::Q5_K>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -589,11 +589,6 @@ TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches f
 // blocks.
 TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matches float64") {
     check_dp4a<Type::Q4_0>({8, 16, 136, 152}, 9393);
-}
-
-// q8_0 on direct loads (8 blocks, 272 bytes, three units a block): the same row lengths.
-TEST_CASE("emulated mat-vec: q8_0 by dp4a on direct loads of 8-block groups matches float64") {
-    check_dp4a<Type::Q8_0>({8, 16, 136, 152}, 9494);
 }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel
