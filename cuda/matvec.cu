@@ -174,6 +174,11 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_PREFETCH
 #define MINFER_DP4A_PREFETCH (-1)
 #endif
+// One-warp row groups kGang to a CTA (matvec_dp4a_kernel), the A/B knob of the tall launches' CTA count:
+// 1 (the default) launches a CTA per group.
+#ifndef MINFER_DP4A_GANG
+#define MINFER_DP4A_GANG 1
+#endif
 // F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0), whose threads
 // take 32 columns of a row each (cols / 32 of them a row) whatever the format.
 template <int kLanes, class F>
@@ -182,8 +187,9 @@ void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cud
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
     const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
-    check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true> : matvec_dp4a_kernel<F, R, kLanes, false>,
-                     dim3(blocks_for(rows, R)), dim3(kLanes), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+    constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
+    check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true, kGang> : matvec_dp4a_kernel<F, R, kLanes, false, kGang>,
+                     dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
 template <class F>

@@ -1424,11 +1424,11 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 // -DMINFER_DP4A_WARP_CTAS=N caps the one-warp CTAs' registers (the tall launches: the joint gate/up) for
 // N of them per SM, leaving the wider CTAs as ptxas picks (the A/B knob of the wave count).
 #ifdef MINFER_DP4A_MIN_BLOCKS
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes, MINFER_DP4A_MIN_BLOCKS * 128 / kLanes)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, MINFER_DP4A_MIN_BLOCKS * 128 / (kLanes * kGang))
 #elif defined(MINFER_DP4A_WARP_CTAS)
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes, kLanes == 32 ? MINFER_DP4A_WARP_CTAS : 1)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, kLanes == 32 ? MINFER_DP4A_WARP_CTAS / kGang : 1)
 #else
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang)
 #endif
 // The block formats of matvec_dp4a_kernel: kGroup bytes per 256 columns of a row, in which thread unit
 // p = c & 7 of unit c (32 columns) lies; load(group, p) brings a row's registers W for it (straight from
@@ -1546,15 +1546,22 @@ struct DpQ40 {
 // kPrefetch: each iteration first loads the next unit's registers (2R loads in flight per thread for
 // q4_K, 85 registers for R = 4); without, each unit is loaded at the top of its own iteration (71
 // registers), which suits tall matrices of one pass per row (cuda/matvec.cu).
-template <class F, int R, int kLanes, bool kPrefetch>
+// kGang (kLanes = 32 only): warps a CTA, each taking its own R rows as a one-warp CTA would (rows R kGang
+// blockIdx + R warp ..., its own segment): a kGang-th of the CTAs to dispatch for the same work, the
+// first wave of a tall launch on the SMs sooner (the block scheduler starts about one CTA a
+// nanosecond on the H200: tests/bench_barrier, docs/perf.md).
+template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
     static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
+    static_assert(kGang >= 1 && (kGang == 1 || kLanes == 32), "independent warps in CTAs of one-warp row groups only");
     using W = typename F::W;
-    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int64_t g0 = kGang > 1 ? (static_cast<int64_t>(blockIdx.x) * kGang + static_cast<int>(threadIdx.x) / kLanes) * R
+                                 : static_cast<int64_t>(blockIdx.x) * R;
+    if (kGang > 1 && g0 >= seg.end[2]) return;  // a warp of the last CTA past the last row (exiting counts as its trigger)
     const int si = segment_of(seg, g0);
     const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
     const int64_t row_bytes = static_cast<int64_t>(cols / 256) * F::kGroup;
-    const int tid = static_cast<int>(threadIdx.x), p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
+    const int tid = static_cast<int>(kGang > 1 ? threadIdx.x % kLanes : threadIdx.x), p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
     const uint8_t* wr[R];  // group 0 of each row
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
