@@ -1426,7 +1426,7 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 #ifdef MINFER_DP4A_MIN_BLOCKS
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, MINFER_DP4A_MIN_BLOCKS * 128 / (kLanes * kGang))
 #elif defined(MINFER_DP4A_WARP_CTAS)
-#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, kLanes == 32 ? MINFER_DP4A_WARP_CTAS / kGang : 1)
+#define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, kLanes == 32 ? (MINFER_DP4A_WARP_CTAS + kGang - 1) / kGang : 1)
 #else
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang)
 #endif
