@@ -1538,8 +1538,8 @@ struct DpQ40 {
     __device__ static float dot(const W& w, int p, const X& x) { return q40_block(w.a, w.b, p, x); }
 };
 
-// Segments as for the MMA kernel, each boundary a multiple of R (a CTA's rows lie in one segment); rows
-// of whole 256-column groups (cols / 32 units a row).
+// Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
+// rows of whole 256-column groups (cols / 32 units a row).
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.
@@ -1548,8 +1548,9 @@ struct DpQ40 {
 // registers), which suits tall matrices of one pass per row (cuda/matvec.cu).
 // kGang (kLanes = 32 only): warps a CTA, each taking its own R rows as a one-warp CTA would (rows R kGang
 // blockIdx + R warp ..., its own segment): a kGang-th of the CTAs to dispatch for the same work, the
-// first wave of a tall launch on the SMs sooner (the block scheduler starts about one CTA a
-// nanosecond on the H200: tests/bench_barrier, docs/perf.md).
+// first wave of a tall launch on the SMs sooner (the block scheduler starts about 0.8 CTAs a
+// nanosecond on the H200: tests/bench_barrier, docs/perf.md). kGang = 1 keeps the index arithmetic of
+// the kernel as measured (its PTX unchanged).
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
     static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");

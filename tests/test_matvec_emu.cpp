@@ -565,16 +565,15 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
                 CAPTURE(prefetch);
                 auto each_lanes = [&]<int R>() {
                     CAPTURE(R);
-                    auto run = [&]<int kLanes>() {
-                        return prefetch ? run_dp4a<F, R, kLanes, true>(w, rows, cols, xq, cfg, in)
-                                        : run_dp4a<F, R, kLanes, false>(w, rows, cols, xq, cfg, in);
+                    auto run = [&]<int kLanes, int kGang = 1>() {
+                        return prefetch ? run_dp4a<F, R, kLanes, true, kGang>(w, rows, cols, xq, cfg, in)
+                                        : run_dp4a<F, R, kLanes, false, kGang>(w, rows, cols, xq, cfg, in);
                     };
                     check(32, run.template operator()<32>());
                     check(64, run.template operator()<64>());
                     check(128, run.template operator()<128>());
                     // one-warp row groups 3 to a CTA (CTAs across segment ends, warps past the last row)
-                    check(3 * 32, prefetch ? run_dp4a<F, R, 32, true, 3>(w, rows, cols, xq, cfg, in)
-                                           : run_dp4a<F, R, 32, false, 3>(w, rows, cols, xq, cfg, in));
+                    check(3 * 32, run.template operator()<32, 3>());
                 };
                 each_lanes.template operator()<2>();
                 each_lanes.template operator()<4>();
