@@ -179,14 +179,26 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_GANG
 #define MINFER_DP4A_GANG 1
 #endif
-// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0), whose threads
-// take 32 columns of a row each (cols / 32 of them a row) whatever the format.
+// q6_K's direct-load format (DpQ6K) keeps 17 registers a row for its loads: R and the prefetch are its own
+// knobs (-DMINFER_DP4A_Q6K_ROWS=N, -DMINFER_DP4A_Q6K_PREFETCH = -1 for the policy above, 0 or 1).
+#ifndef MINFER_DP4A_Q6K_ROWS
+#define MINFER_DP4A_Q6K_ROWS 4
+#endif
+#ifndef MINFER_DP4A_Q6K_PREFETCH
+#define MINFER_DP4A_Q6K_PREFETCH 0
+#endif
+// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ6K q6_K),
+// whose threads take 32 columns of a row each (cols / 32 of them a row) whatever the format.
+template <class F>
+constexpr int kDp4aRows = std::is_same_v<F, DpQ6K> ? MINFER_DP4A_Q6K_ROWS : MINFER_DP4A_ROWS;
+template <class F>
+constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K> ? MINFER_DP4A_Q6K_PREFETCH : MINFER_DP4A_PREFETCH;
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
-    constexpr int R = MINFER_DP4A_ROWS;
+    constexpr int R = kDp4aRows<F>;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
-    const bool prefetch = MINFER_DP4A_PREFETCH >= 0 ? MINFER_DP4A_PREFETCH == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
+    const bool prefetch = kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
     constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
     check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true, kGang> : matvec_dp4a_kernel<F, R, kLanes, false, kGang>,
                      dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
@@ -194,7 +206,7 @@ void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cud
 }
 template <class F>
 void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
-    const int64_t ctas = blocks_for(seg.end[seg.n - 1], MINFER_DP4A_ROWS);
+    const int64_t ctas = blocks_for(seg.end[seg.n - 1], kDp4aRows<F>);
     const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
                       : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
                       : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
@@ -224,8 +236,22 @@ constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 #define MINFER_DP4A_Q40 1
 #endif
 
+// q6_K on the int8 input, one column, launches of at least MINFER_DP4A_Q6K_MIN_ROWS rows (the output
+// projection): the direct-load dp4a kernel (DpQ6K, matvec_impl.cuh), by the q4_K launcher's choice of CTA
+// width; shorter launches, and builds with -DMINFER_DP4A_Q6K=0 (the A/B knob), take the staged kernel.
+// On the H200 (docs/perf.md, 2026-12-04, third session) the direct loads took the 7B's 152064 x 3584
+// output projection in 153.2 µs against 171.5 staged, but the 3584 x 18944 down projection in 28.2 against
+// 24.5 and 18944 x 3584 in 28.1 against 26.9, whence the line. Its arithmetic is checked against float64
+// in the emulator (tests/test_matvec_emu.cpp) and on the GPU (cuda_tests "matvec*" with the line at 0).
+#ifndef MINFER_DP4A_Q6K
+#define MINFER_DP4A_Q6K 1
+#endif
+#ifndef MINFER_DP4A_Q6K_MIN_ROWS
+#define MINFER_DP4A_Q6K_MIN_ROWS 65536
+#endif
+
 // q6_K, q8_0 and q4_0 on the int8 input, one column, where the direct-load formats above do not take the
-// rows (q6_K and q8_0 always; q4_0 on rows that are not whole 256-column groups, such as the 0.5B's
+// rows (q6_K below MINFER_DP4A_Q6K_MIN_ROWS, q8_0 always; q4_0 on rows that are not whole 256-column groups, such as the 0.5B's
 // 896): the staged dp4a kernel (matvec_impl.cuh), 4 rows a
 // CTA (-DMINFER_DP4A_STAGED_ROWS=N builds N, a divisor of 16: the A/B knob; 2 rows measured slower on
 // every 7B shape of q6_K, docs/perf.md), the registers capped for 5 CTAs an SM on tall launches (8,192
@@ -257,6 +283,10 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
             launch_dp4a<DpQ40>(seg, cols, xq, stream, accumulate);
+            return true;
+        }
+        if (T == Type::Q6_K && MINFER_DP4A_Q6K && seg.end[seg.n - 1] >= MINFER_DP4A_Q6K_MIN_ROWS) {
+            launch_dp4a<DpQ6K>(seg, cols, xq, stream, accumulate);
             return true;
         }
         if (!staged_fits<T>(seg, cols)) return false;

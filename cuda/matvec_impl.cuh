@@ -1621,26 +1621,56 @@ struct StagedBlock {  // bytes and columns of one block
 // q6_K: 8 units a super-block. Unit (n, v) = ((L / 4) % 2, L % 4) takes the columns 128 n + 32 g + 8 v
 // + 0..7 of the four code fields g, read from ql[64 n + 8 v], ql[64 n + 32 + 8 v] and qh[32 n + 8 v]
 // (8 bytes each), with the scales of sub-blocks 8 n + 2 g + v / 2; the lanes of even v count the -32.
+// The input's part (Q6kX) and the arithmetic (q6k_unit: the sum before the block's d) are shared with
+// the direct-load format DpQ6K below.
+struct Q6kX {
+    uint2 h[4], l[4];  // digits of the four fields' 8 columns
+    float dx[4];
+    int ofs[4];  // 32 S, S the sum over the field's 16-column half (lanes of even v)
+};
+__device__ __forceinline__ void q6k_input(Q6kX& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) {
+    const int n = u >> 2, v = u & 3;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+        const int col = 256 * blk + 128 * n + 32 * g + 8 * v;
+        x.h[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + col));
+        x.l[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + cols + col));
+        const int4 m = ld_xmeta(rec + col / 32);
+        x.dx[g] = __int_as_float(m.x);
+        x.ofs[g] = (v & 1) ? 0 : 32 * ((v & 2) ? m.z : m.y);
+    }
+}
+// qa, qb, qh: unit (n, v)'s 8 bytes of ql[64 n + 8 v], ql[64 n + 32 + 8 v], qh[32 n + 8 v]; sc: the
+// half's 8 scales (scales[8 n ..]).
+__device__ __forceinline__ float q6k_unit(const uint32_t (&qa)[2], const uint32_t (&qb)[2], const uint32_t (&qh)[2],
+                                          const uint32_t (&sc)[2], int v, const Q6kX& x) {
+    int a[4] = {0, 0, 0, 0}, l[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+        const uint32_t q[4] = {(qa[k] & 0x0F0F0F0Fu) | ((qh[k] << 4) & 0x30303030u),
+                               (qb[k] & 0x0F0F0F0Fu) | ((qh[k] << 2) & 0x30303030u),
+                               ((qa[k] >> 4) & 0x0F0F0F0Fu) | (qh[k] & 0x30303030u),
+                               ((qb[k] >> 4) & 0x0F0F0F0Fu) | ((qh[k] >> 2) & 0x30303030u)};
+#pragma unroll
+        for (int g = 0; g < 4; ++g) {
+            a[g] = dp4a_us(q[g], k ? x.h[g].y : x.h[g].x, a[g]);
+            l[g] = dp4a_us(q[g], k ? x.l[g].y : x.l[g].x, l[g]);
+        }
+    }
+    // 256 |a| + |l| < 2^24 + 2^16 and 32 |S| < 2^24
+    float s = 0.0f;
+#pragma unroll
+    for (int g = 0; g < 4; ++g) {
+        const int scale = static_cast<int8_t>((sc[g >> 1] >> (16 * (g & 1) + 8 * (v >> 1))) & 0xFFu);
+        s += static_cast<float>(scale) * x.dx[g] * static_cast<float>(256 * a[g] + l[g] - x.ofs[g]);
+    }
+    return s;
+}
 template <>
 struct Staged<Type::Q6_K> : StagedBlock<Type::Q6_K> {
     static constexpr int kUnits = 8, kGroup = 4;
-    struct X {
-        uint2 h[4], l[4];  // digits of the four fields' 8 columns
-        float dx[4];
-        int ofs[4];  // 32 S, S the sum over the field's 16-column half (lanes of even v)
-    };
-    __device__ static void input(X& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) {
-        const int n = u >> 2, v = u & 3;
-#pragma unroll
-        for (int g = 0; g < 4; ++g) {
-            const int col = 256 * blk + 128 * n + 32 * g + 8 * v;
-            x.h[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + col));
-            x.l[g] = ld_x8(reinterpret_cast<const int8_t*>(xq + cols + col));
-            const int4 m = ld_xmeta(rec + col / 32);
-            x.dx[g] = __int_as_float(m.x);
-            x.ofs[g] = (v & 1) ? 0 : 32 * ((v & 2) ? m.z : m.y);
-        }
-    }
+    using X = Q6kX;
+    __device__ static void input(X& x, const uint8_t* xq, int cols, const int4* rec, int blk, int u) { q6k_input(x, xq, cols, rec, blk, u); }
     __device__ static float row(const X& x, uint32_t o, int u) {
         const int n = u >> 2, v = u & 3;
         uint32_t qa[2], qb[2], qh[2], sc[2];
@@ -1649,27 +1679,8 @@ struct Staged<Type::Q6_K> : StagedBlock<Type::Q6_K> {
         ld_words_at<2>(ow, sh, 64 * n + 32 + 8 * v, qb);
         ld_words_at<2>(ow, sh, 128 + 32 * n + 8 * v, qh);
         ld_words_at<2>(ow, sh, 192 + 8 * n, sc);
-        int a[4] = {0, 0, 0, 0}, l[4] = {0, 0, 0, 0};
-#pragma unroll
-        for (int k = 0; k < 2; ++k) {
-            const uint32_t q[4] = {(qa[k] & 0x0F0F0F0Fu) | ((qh[k] << 4) & 0x30303030u),
-                                   (qb[k] & 0x0F0F0F0Fu) | ((qh[k] << 2) & 0x30303030u),
-                                   ((qa[k] >> 4) & 0x0F0F0F0Fu) | (qh[k] & 0x30303030u),
-                                   ((qb[k] >> 4) & 0x0F0F0F0Fu) | ((qh[k] >> 2) & 0x30303030u)};
-#pragma unroll
-            for (int g = 0; g < 4; ++g) {
-                a[g] = dp4a_us(q[g], k ? x.h[g].y : x.h[g].x, a[g]);
-                l[g] = dp4a_us(q[g], k ? x.l[g].y : x.l[g].x, l[g]);
-            }
-        }
-        // 256 |a| + |l| < 2^24 + 2^16 and 32 |S| < 2^24
-        float s = 0.0f;
-#pragma unroll
-        for (int g = 0; g < 4; ++g) {
-            const int scale = static_cast<int8_t>((sc[g >> 1] >> (16 * (g & 1) + 8 * (v >> 1))) & 0xFFu);
-            s += static_cast<float>(scale) * x.dx[g] * static_cast<float>(256 * a[g] + l[g] - x.ofs[g]);
-        }
-        return ld_f16(o + 208) * s;
+        const float sum = q6k_unit(qa, qb, qh, sc, v, x);
+        return ld_f16(o + 208) * sum;
     }
 };
 // q8_0: 2 units a block, unit u the columns 16 u .. 16 u + 15 (qs[16 u ..]).
@@ -1736,6 +1747,70 @@ struct Staged<Type::Q4_0> : StagedBlock<Type::Q4_0> {
         return ld_f16(o) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
     }
 };
+// ---- q6_K by dp4a on direct loads (int8 input, one column) ---------------------------------------------------
+//
+// matvec_dp4a_kernel<DpQ6K> takes the staged kernel's units (Staged<Q6_K> above: 8 units of 32 columns a
+// super-block) straight from global memory. A block starts at any even address A (210 bytes), but its
+// code fields ql[64 n + 8 v], ql[64 n + 32 + 8 v] and qh[32 n + 8 v] lie at multiples of 8 from A, so all
+// three sit at the same shift s = A % 8 (0, 2, 4 or 6) in the two aligned 8-byte words around them: a
+// thread loads those 16 bytes of each field (streamed past L1) and picks its 8 bytes by a select on s / 4
+// and a 16-bit funnel shift on s % 4. The scales scales[8 n ..] (8 bytes, shared by the unit's 4 threads
+// of a half) come as 2 or 3 aligned 4-byte words through L1, d as a 2-byte load. No load leaves the block
+// but the fields' aligned words, which start at most 6 bytes before it (in the block before, or at A
+// itself where A is the 16-byte aligned start of a matrix); the last field ends 10 bytes before the
+// block's end. Any row length (q6_K rows are whole blocks) and any alignment of rows: no condition on the
+// launch beyond the dp4a kernel's. The arithmetic is q6k_unit's.
+struct DpQ6K {
+    static constexpr int kGroup = 210;  // a super-block: units p = 0..7
+    struct W {
+        uint2 qa[2], qb[2], qh[2];  // the aligned words around each code field
+        uint32_t sc[3];             // around scales[8 n ..]: the third is the second again where A % 4 = 0
+        uint32_t d;
+        uint32_t s;  // A % 8
+    };
+    __device__ static W load(const uint8_t* b, int p) {
+        const int n = p >> 2, v = p & 3;
+        const uintptr_t a = reinterpret_cast<uintptr_t>(b);
+        W w;
+        w.s = static_cast<uint32_t>(a & 7);
+        auto field = [&](int o, uint2 (&f)[2]) {
+            const uint2* q = reinterpret_cast<const uint2*>((a + o) & ~uintptr_t{7});
+            f[0] = ld_stream8(q);
+            f[1] = ld_stream8(q + 1);
+        };
+        field(64 * n + 8 * v, w.qa);
+        field(64 * n + 32 + 8 * v, w.qb);
+        field(128 + 32 * n + 8 * v, w.qh);
+        const uint32_t* sc = reinterpret_cast<const uint32_t*>((a + 192 + 8 * n) & ~uintptr_t{3});
+        w.sc[0] = ld_w32(sc);
+        w.sc[1] = ld_w32(sc + 1);
+        w.sc[2] = ld_w32(sc + 1 + ((a >> 1) & 1));
+        w.d = ld_w16(reinterpret_cast<const uint16_t*>(b + 208));
+        return w;
+    }
+    using X = Q6kX;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
+        X x;
+        q6k_input(x, xq, cols, rec, c >> 3, p);
+        return x;
+    }
+    __device__ static float dot(const W& w, int p, const X& x) {
+        const bool hi = w.s & 4u;
+        const uint32_t sh = (w.s & 2u) * 8u;
+        auto pick = [&](const uint2 (&f)[2], uint32_t (&o)[2]) {
+            const uint32_t v0 = hi ? f[0].y : f[0].x, v1 = hi ? f[1].x : f[0].y, v2 = hi ? f[1].y : f[1].x;
+            o[0] = __funnelshift_r(v0, v1, sh);
+            o[1] = __funnelshift_r(v1, v2, sh);
+        };
+        uint32_t qa[2], qb[2], qh[2];
+        pick(w.qa, qa);
+        pick(w.qb, qb);
+        pick(w.qh, qh);
+        const uint32_t sc[2] = {__funnelshift_r(w.sc[0], w.sc[1], sh), __funnelshift_r(w.sc[1], w.sc[2], sh)};
+        return f16_lo(w.d) * q6k_unit(qa, qb, qh, sc, p & 3, x);
+    }
+};
+
 // Bytes of one row's slot: the span (at most 14 bytes before the group, 15 after), ld_words' overrun of
 // 4, rounded to an odd number of 16-byte units (rows' slots start in different banks).
 template <Type T>

@@ -492,7 +492,8 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     return y;
 }
 
-// F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0).
+// F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0,
+// mv::DpQ6K q6_K).
 // kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments.
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
@@ -557,7 +558,7 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 // the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
-    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, mv::DpK<T == Type::Q5_K>>;
+    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, std::conditional_t<T == Type::Q6_K, mv::DpQ6K, mv::DpK<T == Type::Q5_K>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -593,6 +594,14 @@ TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches f
 // blocks.
 TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matches float64") {
     check_dp4a<Type::Q4_0>({8, 16, 136, 152}, 9393);
+}
+
+// q6_K on direct loads (210-byte blocks at every even address: a block's shift in its aligned 8 bytes
+// is 2 (row blocks + b) mod 8, so rows of 1, 2, 3, 17 and 19 blocks meet every shift and both halves of
+// a 4-byte word; the matrices end at their last block, so a load past one fails the emulator's bounds
+// check).
+TEST_CASE("emulated mat-vec: q6_K by dp4a on direct loads of 2-byte aligned blocks matches float64") {
+    check_dp4a<Type::Q6_K>({1, 2, 3, 16, 17, 19}, 9494);
 }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel

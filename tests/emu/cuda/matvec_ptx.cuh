@@ -538,6 +538,21 @@ inline uint4 ld_stream(const uint4* p) {
     mv_emu::check_read(p, sizeof(uint4));
     return *p;
 }
+inline uint2 ld_stream8(const uint2* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 8 != 0) mv_emu::die("unaligned 8-byte global load of weights");
+    mv_emu::check_read(p, sizeof(uint2));
+    return *p;
+}
+inline uint32_t ld_w32(const uint32_t* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 4 != 0) mv_emu::die("unaligned 4-byte global load of weights");
+    mv_emu::check_read(p, sizeof(uint32_t));
+    return *p;
+}
+inline uint32_t ld_w16(const uint16_t* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 2 != 0) mv_emu::die("unaligned 2-byte global load of weights");
+    mv_emu::check_read(p, sizeof(uint16_t));
+    return *p;
+}
 
 }  // namespace minfer::cuda::mv
 
