@@ -151,6 +151,12 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
     m->use_cublas = settings.gemm == options::kGemmCublas || (settings.gemm == options::kGemmAuto && have_cublas);
     if (settings.gemm == options::kGemmAuto && !have_cublas)
         log_line(log_level, MINFER_LOG_INFO, "CUDA: gemm=auto: using the own tensor-core GEMM (%s)", why.c_str());
+    if (m->use_cublas && settings.gemm_tune) {
+        std::string why_lt;
+        m->gemm_tuner = cuda::make_gemm_tuner(log_level, &why_lt);
+        if (!m->gemm_tuner)
+            log_line(log_level, MINFER_LOG_INFO, "CUDA: gemm_tune=true: cuBLAS keeps its own algorithm choice (%s)", why_lt.c_str());
+    }
 
     uint64_t done = 0;
     report_progress("upload", 0, total);
@@ -224,7 +230,7 @@ PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_t
         w16_ = DeviceMemory(static_cast<uint64_t>(max_w) * sizeof(__half), &m.scratch_bytes, "f16 weight scratch");
     if (m.use_cublas && m.path != device::PrefillPath::fused) {
         workspace_ = DeviceMemory(kCublasWorkspace, &m.scratch_bytes, "cuBLAS workspace");
-        cublas_ = std::make_unique<Cublas>(stream, workspace_.as<void>(), kCublasWorkspace);
+        cublas_ = std::make_unique<Cublas>(stream, workspace_.as<void>(), kCublasWorkspace, m.gemm_tuner.get());
     }
     if (kNarrowMax > 0) {
         // The most weight rows one launch takes: q, k and v together, gate and up, or the output matrix.
@@ -607,6 +613,8 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
 }
 
 uint64_t cuda_concat_gemms() { return cuda::g_concat_gemms.load(); }
+void cuda_gemm_tune_force(bool on) { cuda::testing_hooks::gemm_tune_force(on); }
+void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) { cuda::testing_hooks::gemm_tune_counts(decisions, lt_runs); }
 
 bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_int8_supported(static_cast<quant::Type>(type), ncols); }
 

@@ -1,12 +1,19 @@
 #include "cuda/cublas.cuh"
 
-#include <cublas_v2.h>  // types and enums only: every function is resolved with dlsym
+#include <cublasLt.h>  // types and enums only: every function is resolved with dlsym
+#include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "core/error.h"
+#include "core/log.h"
+#include "cuda/common.cuh"
 
 namespace minfer::cuda {
 namespace {
@@ -62,7 +69,259 @@ void check_cublas(cublasStatus_t st, const char* what) {
     fail(MINFER_ERR_DEVICE, "%s: cuBLAS status %d", what, static_cast<int>(st));
 }
 
+// cuBLASLt's entry points (the tuner's), resolved the same way from libcublasLt.
+struct LtApi {
+    decltype(&cublasLtCreate) create = nullptr;
+    decltype(&cublasLtDestroy) destroy = nullptr;
+    decltype(&cublasLtMatmulDescCreate) desc_create = nullptr;
+    decltype(&cublasLtMatmulDescDestroy) desc_destroy = nullptr;
+    decltype(&cublasLtMatmulDescSetAttribute) desc_set = nullptr;
+    decltype(&cublasLtMatrixLayoutCreate) layout_create = nullptr;
+    decltype(&cublasLtMatrixLayoutDestroy) layout_destroy = nullptr;
+    decltype(&cublasLtMatmulPreferenceCreate) pref_create = nullptr;
+    decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy = nullptr;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set = nullptr;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic = nullptr;
+    decltype(&cublasLtMatmulAlgoCheck) algo_check = nullptr;
+    decltype(&cublasLtMatmul) matmul = nullptr;
+    std::string error;
+};
+
+const LtApi& lt_api() {
+    static LtApi a;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        void* lib = nullptr;
+        std::string tried;
+        for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
+            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+            const char* e = dlerror();
+            tried += tried.empty() ? "" : "; ";
+            tried += std::string(name) + " (" + (e ? e : "no dlerror") + ")";
+        }
+        if (!lib) {
+            a.error = "cannot load cuBLASLt; tried " + tried;
+            return;
+        }
+        auto sym = [&](auto& f, const char* name) {
+            f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+            if (!f && a.error.empty()) a.error = std::string("libcublasLt lacks ") + name;
+        };
+        sym(a.create, "cublasLtCreate");
+        sym(a.destroy, "cublasLtDestroy");
+        sym(a.desc_create, "cublasLtMatmulDescCreate");
+        sym(a.desc_destroy, "cublasLtMatmulDescDestroy");
+        sym(a.desc_set, "cublasLtMatmulDescSetAttribute");
+        sym(a.layout_create, "cublasLtMatrixLayoutCreate");
+        sym(a.layout_destroy, "cublasLtMatrixLayoutDestroy");
+        sym(a.pref_create, "cublasLtMatmulPreferenceCreate");
+        sym(a.pref_destroy, "cublasLtMatmulPreferenceDestroy");
+        sym(a.pref_set, "cublasLtMatmulPreferenceSetAttribute");
+        sym(a.heuristic, "cublasLtMatmulAlgoGetHeuristic");
+        sym(a.algo_check, "cublasLtMatmulAlgoCheck");
+        sym(a.matmul, "cublasLtMatmul");
+    });
+    return a;
+}
+
+std::atomic<bool> g_force_lt{false};          // device::testing::cuda_gemm_tune_force
+std::atomic<uint64_t> g_decisions{0}, g_lt_runs{0};  // device::testing::cuda_gemm_tune_counts
+
+// Candidates asked of cuBLASLt's heuristic per shape, and timed runs of each (the fastest counts).
+constexpr int kCandidates = 8, kTimedRuns = 3;
+
 }  // namespace
+
+class GemmTuner {
+public:
+    GemmTuner(cublasLtHandle_t h, int log_level) : h_(h), log_level_(log_level) {}
+    ~GemmTuner() {
+        const LtApi& lt = lt_api();
+        for (auto& [key, p] : plans_) {
+            if (p.b) lt.layout_destroy(p.b);
+            if (p.c) lt.layout_destroy(p.c);
+            if (p.a) lt.layout_destroy(p.a);
+            if (p.op) lt.desc_destroy(p.op);
+        }
+        lt.destroy(h_);
+    }
+    GemmTuner(const GemmTuner&) = delete;
+    GemmTuner& operator=(const GemmTuner&) = delete;
+
+    // C = A B^T (+ C) as Cublas::gemm states it, through the shape's decision (made here, timing the
+    // candidates on this call, where there is none yet and the stream is not being captured). ex runs
+    // cublasGemmEx's default into a given output. False: nothing was run (cublasGemmEx's turn).
+    template <class Ex>
+    bool run(const __half* a, const __half* b, float* c, int m, int n, int k, bool acc, void* ws, size_t ws_bytes, cudaStream_t stream,
+             Ex&& ex) {
+        std::lock_guard<std::mutex> lock(mu_);
+        const auto shape = std::make_tuple(bucket(m), n, k, acc);
+        auto d = decisions_.find(shape);
+        if (d == decisions_.end()) {
+            cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+            check(cudaStreamIsCapturing(stream, &st), "cuBLASLt: capture status");
+            if (st != cudaStreamCaptureStatusNone) return false;  // no timing inside a graph: cuBLAS's own choice
+            d = decisions_.emplace(shape, tune(a, b, c, m, n, k, acc, ws, ws_bytes, stream, ex)).first;
+        }
+        if (!d->second.lt) return false;
+        Plan& p = plan(m, n, k, acc);
+        if (p.ok < 0) {  // the bucket's algorithm on this exact shape
+            cublasLtMatmulHeuristicResult_t r{};
+            p.ok = lt_api().algo_check(h_, p.op, p.a, p.b, p.c, p.c, &d->second.algo, &r) == CUBLAS_STATUS_SUCCESS &&
+                   r.workspaceSize <= ws_bytes;
+        }
+        if (!p.ok) return false;
+        matmul(p, d->second.algo, a, b, c, acc, ws, ws_bytes, stream, "cublasLtMatmul");
+        return true;
+    }
+
+private:
+    struct Plan {
+        cublasLtMatmulDesc_t op = nullptr;
+        cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+        int ok = -1;  // the decision's algorithm checked on this shape: -1 not yet
+    };
+    struct Decision {
+        bool lt = false;  // false: cublasGemmEx's own choice
+        cublasLtMatmulAlgo_t algo{};
+    };
+    // Tokens by powers of two: one decision serves a bucket.
+    static int bucket(int m) {
+        int b = 1;
+        while (b < m && b < (1 << 30)) b <<= 1;
+        return b;
+    }
+    static void check_lt(cublasStatus_t st, const char* what) {
+        if (st == CUBLAS_STATUS_SUCCESS) return;
+        if (st == CUBLAS_STATUS_ALLOC_FAILED) fail(MINFER_ERR_OUT_OF_MEMORY, "%s: cuBLASLt could not allocate", what);
+        fail(MINFER_ERR_DEVICE, "%s: cuBLASLt status %d", what, static_cast<int>(st));
+    }
+    // The descriptors of one exact shape, as cublasGemmEx is called: column-major D (n x m) = op(W)
+    // op(X), W the weights ([n][k] row-major: k x n column-major, transposed), X the activations ([m][k]).
+    Plan& plan(int m, int n, int k, bool acc) {
+        const auto key = std::make_tuple(m, n, k, acc);
+        auto it = plans_.find(key);
+        if (it != plans_.end()) return it->second;
+        const LtApi& lt = lt_api();
+        Plan& p = plans_[key];
+        check_lt(lt.desc_create(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+        const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        check_lt(lt.desc_set(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute");
+        check_lt(lt.desc_set(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute");
+        check_lt(lt.layout_create(&p.a, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "cublasLtMatrixLayoutCreate");
+        check_lt(lt.layout_create(&p.b, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "cublasLtMatrixLayoutCreate");
+        check_lt(lt.layout_create(&p.c, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "cublasLtMatrixLayoutCreate");
+        return p;
+    }
+    cublasStatus_t matmul(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __half* a, const __half* b, float* c, bool acc, void* ws,
+                          size_t ws_bytes, cudaStream_t stream, const char* what) {
+        const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
+        const cublasStatus_t st = lt_api().matmul(h_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &algo, ws, ws_bytes, stream);
+        if (what) {
+            check_lt(st, what);
+            g_lt_runs.fetch_add(1, std::memory_order_relaxed);
+        }
+        return st;
+    }
+    // Times cublasGemmEx's choice and cuBLASLt's candidates on this call's operands and keeps the fastest
+    // (only cuBLASLt's under device::testing::cuda_gemm_tune_force). Without accumulation the candidates
+    // write C itself (each overwrites it; the caller's run then writes the chosen one's result); with it,
+    // a scratch output of C's size, freed after (no decision, so cublasGemmEx's, if it cannot be had).
+    template <class Ex>
+    Decision tune(const __half* a, const __half* b, float* c, int m, int n, int k, bool acc, void* ws, size_t ws_bytes, cudaStream_t stream,
+                  Ex&& ex) {
+        const LtApi& lt = lt_api();
+        Plan& p = plan(m, n, k, acc);
+        cublasLtMatmulPreference_t pref = nullptr;
+        check_lt(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
+        cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
+        int found = 0;
+        cublasStatus_t st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+        if (st == CUBLAS_STATUS_SUCCESS) st = lt.heuristic(h_, p.op, p.a, p.b, p.c, p.c, pref, kCandidates, res, &found);
+        lt.pref_destroy(pref);
+        check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
+        Decision best;
+        if (found == 0) return best;
+        float* out = c;
+        struct Scratch {
+            void* p = nullptr;
+            ~Scratch() {
+                if (p) cudaFree(p);
+            }
+        } scratch;
+        if (acc) {
+            if (cudaMalloc(&scratch.p, static_cast<size_t>(m) * n * sizeof(float)) != cudaSuccess) {
+                cudaGetLastError();  // an allocation failure is not sticky: clear it, keep cuBLAS's choice
+                scratch.p = nullptr;
+                return best;
+            }
+            check(cudaMemsetAsync(scratch.p, 0, static_cast<size_t>(m) * n * sizeof(float), stream), "cuBLASLt: tuning scratch");
+            out = static_cast<float*>(scratch.p);
+        }
+        struct Events {
+            cudaEvent_t e0 = nullptr, e1 = nullptr;
+            ~Events() {
+                if (e0) cudaEventDestroy(e0);
+                if (e1) cudaEventDestroy(e1);
+            }
+        } ev;
+        check(cudaEventCreate(&ev.e0), "cuBLASLt: tuning event");
+        check(cudaEventCreate(&ev.e1), "cuBLASLt: tuning event");
+        // The fastest of kTimedRuns runs after one untimed, in µs; a negative time where the run failed.
+        auto time = [&](auto&& launch) {
+            if (!launch()) return -1.0f;
+            float t_min = 1e30f;
+            for (int i = 0; i < kTimedRuns; ++i) {
+                check(cudaEventRecord(ev.e0, stream), "cuBLASLt: tuning event");
+                launch();
+                check(cudaEventRecord(ev.e1, stream), "cuBLASLt: tuning event");
+                check(cudaEventSynchronize(ev.e1), "cuBLASLt: tuning run");
+                float ms = 0.0f;
+                check(cudaEventElapsedTime(&ms, ev.e0, ev.e1), "cuBLASLt: tuning event");
+                t_min = std::min(t_min, 1000.0f * ms);
+            }
+            return t_min;
+        };
+        const float t_ex = time([&] {
+            ex(out);
+            return true;
+        });
+        float t_best = g_force_lt.load() ? 1e30f : t_ex;
+        int i_best = -1;
+        for (int i = 0; i < found; ++i) {
+            if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > ws_bytes) continue;
+            const float t = time([&] { return matmul(p, res[i].algo, a, b, out, acc, ws, ws_bytes, stream, nullptr) == CUBLAS_STATUS_SUCCESS; });
+            if (t >= 0.0f && t < t_best) t_best = t, i_best = i;
+        }
+        if (i_best >= 0) best = {true, res[i_best].algo};
+        g_decisions.fetch_add(1, std::memory_order_relaxed);
+        log_line(log_level_, MINFER_LOG_DEBUG, "CUDA: GEMM %dx%dx%d%s (tokens up to %d): %s, %.1f us (cublasGemmEx's choice %.1f us, %d candidates)", m,
+                 n, k, acc ? " +=" : "", bucket(m), i_best >= 0 ? strprintf("cuBLASLt candidate %d", i_best).c_str() : "cublasGemmEx's choice",
+                 t_best, t_ex, found);
+        return best;
+    }
+
+    std::mutex mu_;
+    cublasLtHandle_t h_;
+    int log_level_;
+    std::map<std::tuple<int, int, int, bool>, Decision> decisions_;  // by (token bucket, n, k, accumulate)
+    std::map<std::tuple<int, int, int, bool>, Plan> plans_;          // by (tokens, n, k, accumulate)
+};
+
+std::shared_ptr<GemmTuner> make_gemm_tuner(int log_level, std::string* why) {
+    const LtApi& lt = lt_api();
+    if (!lt.error.empty()) {
+        if (why) *why = lt.error;
+        return nullptr;
+    }
+    cublasLtHandle_t h = nullptr;
+    const cublasStatus_t st = lt.create(&h);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        if (why) *why = strprintf("cublasLtCreate: status %d", static_cast<int>(st));
+        return nullptr;
+    }
+    return std::make_shared<GemmTuner>(h, log_level);
+}
 
 bool cublas_available(std::string* why) {
     const Api& a = api();
@@ -70,7 +329,8 @@ bool cublas_available(std::string* why) {
     return a.error.empty();
 }
 
-Cublas::Cublas(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+Cublas::Cublas(cudaStream_t stream, void* workspace, size_t workspace_bytes, GemmTuner* tuner)
+    : stream_(stream), workspace_(workspace), workspace_bytes_(workspace_bytes), tuner_(workspace ? tuner : nullptr) {
     const Api& a = api();
     if (!a.error.empty()) fail(MINFER_ERR_UNSUPPORTED, "gemm=cublas: %s", a.error.c_str());
     cublasHandle_t h = nullptr;
@@ -98,6 +358,13 @@ Cublas::~Cublas() {
 }
 
 void Cublas::gemm(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate) {
+    if (tuner_ && tuner_->run(a, b, c, m, n, k, accumulate, workspace_, workspace_bytes_, stream_,
+                              [&](float* out) { gemm_ex(a, b, out, m, n, k, accumulate); }))
+        return;
+    gemm_ex(a, b, c, m, n, k, accumulate);
+}
+
+void Cublas::gemm_ex(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate) {
     // Row-major C[m][n] is column-major C^T (n x m, ld n) = B (as k x n column-major, transposed) times
     // A (k x m column-major).
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -105,5 +372,13 @@ void Cublas::gemm(const __half* a, const __half* b, float* c, int m, int n, int 
                                CUDA_R_16F, k, &beta, c, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
 }
+
+namespace testing_hooks {
+void gemm_tune_force(bool on) { g_force_lt.store(on); }
+void gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) {
+    *decisions = g_decisions.load();
+    *lt_runs = g_lt_runs.load();
+}
+}  // namespace testing_hooks
 
 }  // namespace minfer::cuda

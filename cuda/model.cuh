@@ -95,6 +95,10 @@ private:
 
 }  // namespace minfer::cuda
 
+namespace minfer::cuda {
+class GemmTuner;  // cuda/cublas.cuh
+}  // namespace minfer::cuda
+
 namespace minfer::device {
 
 class CudaModel {
@@ -104,6 +108,9 @@ public:
     std::atomic<uint64_t> kv_bytes{0}, scratch_bytes{0}, w16_bytes{0};
     PrefillPath path = PrefillPath::two_pass;
     bool use_cublas = false;
+    // gemm_tune: the cuBLAS GEMMs' algorithm per shape, chosen by measurement (cuda/cublas.cuh); null
+    // without cuBLAS or cuBLASLt, or with gemm_tune=false.
+    std::shared_ptr<cuda::GemmTuner> gemm_tuner;
     double warm_ms = 0.0;
     // The persistent f16 weight cache: the f16 copy of a registered weight, keyed by its device address
     // (stable for the model's lifetime, see WeightKey). Filled once by the warm pass, then read-only. The

@@ -1593,7 +1593,7 @@ Run run_model(const std::string& path, std::initializer_list<std::pair<const cha
 }  // namespace
 
 TEST_SUITE("cuda") {
-    TEST_CASE("prefill paths through minfer_set_option: the size gate, w16_cache, fused_b, mmq, gemm") {
+    TEST_CASE("prefill paths through minfer_set_option: the size gate, w16_cache, fused_b, mmq, gemm, gemm_tune") {
         const std::string path = synth_model("qwen2-tiny", "q4_K");
         // Defaults: a tiny model is below the 2 GiB size gate, so two-pass.
         const Run base = run_model(path, {{"gemm", "own"}});
@@ -1623,10 +1623,34 @@ TEST_SUITE("cuda") {
         // mmq=on keeps the cache off.
         CHECK(run_model(path, {{"gemm", "own"}, {"w16_cache", "on"}, {"mmq", "on"}}).path == "two_pass");
         // cuBLAS, where it loads: the same function within f32 accumulation-order rounding.
+        uint64_t d0 = 0, l0 = 0, d1 = 0, l1 = 0, d2 = 0, l2 = 0, d3 = 0, l3 = 0;
+        device::testing::cuda_gemm_tune_counts(&d0, &l0);
         const Run cub = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}});
         CHECK((cub.gemm == "cublas" || cub.gemm == "own"));
         MESSAGE("gemm=auto chose ", cub.gemm);
-        if (cub.gemm == "cublas") CHECK(rel_l2(cub.prefill_logits, base.prefill_logits) < 1e-4);
+        if (cub.gemm == "cublas") {
+            CHECK(rel_l2(cub.prefill_logits, base.prefill_logits) < 1e-4);
+            // gemm_tune=false (the default): no decision, nothing through cuBLASLt.
+            device::testing::cuda_gemm_tune_counts(&d1, &l1);
+            CHECK(d1 == d0);
+            CHECK(l1 == l0);
+            // gemm_tune=true: the first prefill times the candidates of each shape and decides; the same
+            // function.
+            const Run tuned = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}, {"gemm_tune", "true"}});
+            device::testing::cuda_gemm_tune_counts(&d2, &l2);
+            CHECK(d2 > d1);
+            CHECK(rel_l2(tuned.prefill_logits, base.prefill_logits) < 1e-4);
+            // Forced to cuBLASLt's fastest candidate, a fresh model runs its GEMMs through cuBLASLt (the
+            // residual adds' decisions timed on a scratch output), with the same function.
+            device::testing::cuda_gemm_tune_force(true);
+            const Run lt = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}, {"gemm_tune", "true"}});
+            device::testing::cuda_gemm_tune_force(false);
+            device::testing::cuda_gemm_tune_counts(&d3, &l3);
+            CHECK(d3 > d2);
+            CHECK(l3 > l2);
+            CHECK(rel_l2(lt.prefill_logits, base.prefill_logits) < 1e-4);
+            CHECK(rel_l2(lt.decode_logits, base.decode_logits) < 1e-4);
+        }
     }
 }
 

@@ -181,7 +181,7 @@ TEST_SUITE("options") {
 
     TEST_CASE("enumeration lists every option with consistent metadata") {
         const size_t n = minfer_option_count();
-        CHECK(n == 12);
+        CHECK(n == 13);
         std::set<std::string> names;
         for (size_t i = 0; i < n; ++i) {
             const char *name = nullptr, *def = nullptr, *lo = nullptr, *hi = nullptr, *choices = nullptr, *doc = nullptr;
@@ -203,7 +203,8 @@ TEST_SUITE("options") {
                 CHECK(std::string(lo).empty());
             }
         }
-        for (const char* want : {"device", "mmap", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level"})
+        for (const char* want : {"device", "mmap", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level", "cuda_graph",
+                                 "matvec_int8", "gemm_tune"})
             CHECK(names.count(want) == 1);
         CHECK(minfer_option_info(n, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == MINFER_ERR_NOT_FOUND);
         CHECK(get(nullptr, "w16_enable_bytes") == "2147483648");

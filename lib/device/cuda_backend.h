@@ -83,9 +83,10 @@ struct CudaSettings {
     bool fused_b = false;
     int64_t mmq = 0;   // options::kAuto / kOn / kOff
     int64_t gemm = 0;  // options::kGemmAuto / kGemmOwn / kGemmCublas
+    bool gemm_tune = false;
 };
 
-// The CudaSettings of a model's load options (w16_cache, w16_enable_bytes, fused_b, mmq, gemm).
+// The CudaSettings of a model's load options (w16_cache, w16_enable_bytes, fused_b, mmq, gemm, gemm_tune).
 CudaSettings cuda_settings(const options::Values& opts);
 
 struct PathChoice {
@@ -147,6 +148,11 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
                                  const std::vector<uint8_t>* bq = nullptr, int32_t bq_type = 0);
 // GEMMs over concatenated f16 copies (PrefillGemm::run_concat) issued in this process so far.
 uint64_t cuda_concat_gemms();
+// gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
+// (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
+// cuBLASLt in this process so far.
+void cuda_gemm_tune_force(bool on);
+void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs);
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
 // Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).

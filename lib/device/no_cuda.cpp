@@ -57,6 +57,8 @@ std::vector<float> device::testing::cuda_attention_decode(const std::vector<floa
     no_cuda();
 }
 uint64_t device::testing::cuda_concat_gemms() { no_cuda(); }
+void device::testing::cuda_gemm_tune_force(bool) { no_cuda(); }
+void device::testing::cuda_gemm_tune_counts(uint64_t*, uint64_t*) { no_cuda(); }
 std::vector<float> device::testing::cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&,
                                                                const std::vector<uint16_t>&, const std::vector<int32_t>&, int,
                                                                const std::vector<int32_t>&, int, int, int, std::vector<uint16_t>*,

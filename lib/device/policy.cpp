@@ -19,6 +19,7 @@ CudaSettings cuda_settings(const options::Values& opts) {
     s.fused_b = opts.get(options::Id::fused_b) != 0;
     s.mmq = opts.get(options::Id::mmq);
     s.gemm = opts.get(options::Id::gemm);
+    s.gemm_tune = opts.get(options::Id::gemm_tune) != 0;
     return s;
 }
 

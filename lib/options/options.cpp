@@ -44,6 +44,10 @@ constexpr Def kTable[] = {
      "Mat-vecs of q4_0, q8_0, q4_K and q6_K weights (a decode step, and chunks of 2 to 8 tokens in one read of "
      "each weight) take their input as two int8 digits per value (about 15 bits) on integer tensor cores (CUDA; "
      "read when a context is created); false keeps the f32 input for one token and the GEMMs for several."},
+    {Id::gemm_tune, "gemm_tune", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "false", 0, 0, "",
+     "cuBLAS prefill GEMMs (CUDA): true times cuBLASLt's candidate algorithms and cuBLAS's own choice on each "
+     "shape's first call (tokens by powers of two; that call takes up to about 0.1 s longer) and keeps the fastest "
+     "for the model's life; false keeps cuBLAS's own choice, the same algorithm in every process."},
 };
 static_assert(sizeof kTable / sizeof kTable[0] == kCount, "one table row per option id");
 
