@@ -22,7 +22,8 @@ static const char* const BENCH_HELP =
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps from an empty context, as llama-bench's tg, default 128) in tokens per second, repeated -r times\n"
-    "(default 3) on a fresh context, after one untimed warm-up run. Prints a markdown table: mean and\n"
+    "(default 3) on a fresh context, after one untimed warm-up run of the same lengths (its prefill rate is\n"
+    "printed as the first call's: it pays a backend's first-call costs). Prints a markdown table: mean and\n"
     "standard deviation over the repetitions, with the model, backend, peak memory and the options in force\n"
     "(--json: one JSON object with every repetition instead). Prompt tokens are random ids (fixed seed);\n"
     "-p 0 or -n 0 skips that test.\n"
@@ -326,7 +327,7 @@ int cmd_bench(int argc, char** argv) {
     minfer_context* ctx = NULL;
     minfer_status st;
     int32_t* tokens;
-    double pp[64], tg[64], mean, sd, load_s, sweep_ms = -1.0;
+    double pp[64], tg[64], warm_pp = 0.0, warm_tg = 0.0, mean, sd, load_s, sweep_ms = -1.0;
     minfer_vram vram;
     char vram_line[256];
     uint64_t peak_rss = 0;
@@ -427,8 +428,10 @@ int cmd_bench(int argc, char** argv) {
             tokens[j] = (int32_t)(x % (uint64_t)minfer_model_n_vocab(m));
         }
     }
-    /* Warm-up, untimed, without the depth: first-touch of the mapped weights, thread start. */
-    st = bench_once(ctx, tokens + depth, 0, (int)(n_prompt < 16 ? n_prompt : 16), n_gen > 0 ? 2 : 0, &pp[0], &tg[0]);
+    /* Warm-up, untimed, without the depth, at the test's prompt length (as llama-bench warms up): first-touch
+     * of the mapped weights, thread start, and whatever a backend does on the first call of a shape (lazily
+     * loaded GPU kernels, gemm_tune's timing of the GEMM candidates); its prefill rate is printed apart. */
+    st = bench_once(ctx, tokens + depth, 0, (int)n_prompt, n_gen < 2 ? (int)n_gen : 2, &warm_pp, &warm_tg);
     for (r = 0; r < reps && st == MINFER_OK; ++r) {
         if (!g_quiet && isatty(STDERR_FILENO)) fprintf(stderr, "\rbench: repetition %d of %ld", r + 1, reps);
         st = bench_once(ctx, tokens, (int)depth, (int)n_prompt, (int)n_gen, &pp[r], &tg[r]);
@@ -472,6 +475,7 @@ int cmd_bench(int argc, char** argv) {
         printf(" \"prefill_path\": \"%s\", \"gemm\": \"%s\", \"warm_ms\": %.3f,", minfer_model_prefill_path(m), minfer_model_gemm(m),
                minfer_model_warm_ms(m));
         printf(" \"repetitions\": %ld, \"depth\": %ld,", reps, depth);
+        if (n_prompt > 0) printf(" \"warmup_pp\": %.3f,", warm_pp);
         if (n_prompt > 0) {
             mean_sd(pp, (int)reps, &mean, &sd);
             printf(" \"pp_gflop_per_s\": %.3f,", prefill_flops(m, n_prompt, depth) * mean / (double)n_prompt / 1e9);
@@ -512,6 +516,7 @@ int cmd_bench(int argc, char** argv) {
             test_name(name, sizeof name, "pp", n_prompt, depth);
             printf("\nprefill: %.1f GFLOP/s (%.4g GFLOP per %s call: projections, causal attention, one output row)",
                    prefill_flops(m, n_prompt, depth) * mean / (double)n_prompt / 1e9, prefill_flops(m, n_prompt, depth) / 1e9, name);
+            printf("\nfirst call (the untimed warm-up, from position 0): pp%ld %.2f t/s", n_prompt, warm_pp);
         }
         printf("\nload: %.2f s\nmemory: peak resident %s (the mapped weights count as they are touched)\n", load_s, rss);
         if (strcmp(device, "cuda") == 0) printf("vram: %s\n", vram_line);
