@@ -162,6 +162,7 @@ public:
             check(cudaStreamIsCapturing(stream, &st), "cuBLASLt: capture status");
             if (st != cudaStreamCaptureStatusNone) return false;  // no timing inside a graph: cuBLAS's own choice
             d = decisions_.emplace(shape, tune(a, b, c, m, n, k, acc, ws, ws_bytes, stream, ex)).first;
+            g_decisions.fetch_add(1, std::memory_order_relaxed);
         }
         if (!d->second.lt) return false;
         Plan& p = plan(m, n, k, acc);
@@ -294,7 +295,6 @@ private:
             if (t >= 0.0f && t < t_best) t_best = t, i_best = i;
         }
         if (i_best >= 0) best = {true, res[i_best].algo};
-        g_decisions.fetch_add(1, std::memory_order_relaxed);
         log_line(log_level_, MINFER_LOG_DEBUG, "CUDA: GEMM %dx%dx%d%s (tokens up to %d): %s, %.1f us (cublasGemmEx's choice %.1f us, %d candidates)", m,
                  n, k, acc ? " +=" : "", bucket(m), i_best >= 0 ? strprintf("cuBLASLt candidate %d", i_best).c_str() : "cublasGemmEx's choice",
                  t_best, t_ex, found);
