@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -31,23 +32,26 @@ struct Api {
     std::string error;  // why the library is unusable, empty when it is
 };
 
+// The first of `names` (newest first) that dlopen loads, or null with `error` saying what every attempt
+// ran into (each failure's dlerror).
+void* open_library(std::initializer_list<const char*> names, const char* what, std::string& error) {
+    std::string tried;
+    for (const char* name : names) {
+        if (void* lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return lib;
+        const char* e = dlerror();
+        tried += tried.empty() ? "" : "; ";
+        tried += std::string(name) + " (" + (e ? e : "no dlerror") + ")";
+    }
+    error = std::string("cannot load ") + what + "; tried " + tried;
+    return nullptr;
+}
+
 const Api& api() {
     static Api a;
     static std::once_flag once;
     std::call_once(once, [] {
-        // Newest first; each failure's dlerror is kept, so the message says what every attempt ran into.
-        void* lib = nullptr;
-        std::string tried;
-        for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-            const char* e = dlerror();
-            tried += tried.empty() ? "" : "; ";
-            tried += std::string(name) + " (" + (e ? e : "no dlerror") + ")";
-        }
-        if (!lib) {
-            a.error = "cannot load cuBLAS; tried " + tried;
-            return;
-        }
+        void* lib = open_library({"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, "cuBLAS", a.error);
+        if (!lib) return;
         auto sym = [&](const char* name) {
             void* p = dlsym(lib, name);
             if (!p && a.error.empty()) a.error = std::string("libcublas lacks ") + name;
@@ -91,18 +95,8 @@ const LtApi& lt_api() {
     static LtApi a;
     static std::once_flag once;
     std::call_once(once, [] {
-        void* lib = nullptr;
-        std::string tried;
-        for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
-            if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-            const char* e = dlerror();
-            tried += tried.empty() ? "" : "; ";
-            tried += std::string(name) + " (" + (e ? e : "no dlerror") + ")";
-        }
-        if (!lib) {
-            a.error = "cannot load cuBLASLt; tried " + tried;
-            return;
-        }
+        void* lib = open_library({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "cuBLASLt", a.error);
+        if (!lib) return;
         auto sym = [&](auto& f, const char* name) {
             f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
             if (!f && a.error.empty()) a.error = std::string("libcublasLt lacks ") + name;
