@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -130,14 +131,8 @@ class GemmTuner {
 public:
     GemmTuner(cublasLtHandle_t h, int log_level) : h_(h), log_level_(log_level) {}
     ~GemmTuner() {
-        const LtApi& lt = lt_api();
-        for (auto& [key, p] : plans_) {
-            if (p.b) lt.layout_destroy(p.b);
-            if (p.c) lt.layout_destroy(p.c);
-            if (p.a) lt.layout_destroy(p.a);
-            if (p.op) lt.desc_destroy(p.op);
-        }
-        lt.destroy(h_);
+        for (auto& [key, p] : plans_) p.release();
+        lt_api().destroy(h_);
     }
     GemmTuner(const GemmTuner&) = delete;
     GemmTuner& operator=(const GemmTuner&) = delete;
@@ -149,24 +144,34 @@ public:
     bool run(const __half* a, const __half* b, float* c, int m, int n, int k, bool acc, void* ws, size_t ws_bytes, cudaStream_t stream,
              Ex&& ex) {
         std::lock_guard<std::mutex> lock(mu_);
-        const auto shape = std::make_tuple(bucket(m), n, k, acc);
+        const int align = alignment(a, b, c);
+        const auto shape = std::make_tuple(bucket(m), n, k, acc, align);
         auto d = decisions_.find(shape);
         if (d == decisions_.end()) {
             cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
             check(cudaStreamIsCapturing(stream, &st), "cuBLASLt: capture status");
             if (st != cudaStreamCaptureStatusNone) return false;  // no timing inside a graph: cuBLAS's own choice
-            d = decisions_.emplace(shape, tune(a, b, c, m, n, k, acc, ws, ws_bytes, stream, ex)).first;
+            const std::optional<Decision> made = tune(a, b, c, m, n, k, acc, align, ws, ws_bytes, stream, ex);
+            if (!made) return false;  // no scratch for the timing now: cuBLAS's choice, and a try next time
+            d = decisions_.emplace(shape, *made).first;
             g_decisions.fetch_add(1, std::memory_order_relaxed);
         }
         if (!d->second.lt) return false;
-        Plan& p = plan(m, n, k, acc);
+        Plan& p = plan(m, n, k, acc, align);
         if (p.ok < 0) {  // the bucket's algorithm on this exact shape
             cublasLtMatmulHeuristicResult_t r{};
             p.ok = lt_api().algo_check(h_, p.op, p.a, p.b, p.c, p.c, &d->second.algo, &r) == CUBLAS_STATUS_SUCCESS &&
                    r.workspaceSize <= ws_bytes;
         }
         if (!p.ok) return false;
-        matmul(p, d->second.algo, a, b, c, acc, ws, ws_bytes, stream, "cublasLtMatmul");
+        if (matmul(p, d->second.algo, a, b, c, acc, ws, ws_bytes, stream) != CUBLAS_STATUS_SUCCESS) {
+            // Not expected (the algorithm was checked on this shape and alignment): cuBLAS's choice instead,
+            // from now on for this shape.
+            cudaGetLastError();
+            p.ok = 0;
+            return false;
+        }
+        g_lt_runs.fetch_add(1, std::memory_order_relaxed);
         return true;
     }
 
@@ -175,16 +180,31 @@ private:
         cublasLtMatmulDesc_t op = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
         int ok = -1;  // the decision's algorithm checked on this shape: -1 not yet
+        void release() {
+            const LtApi& lt = lt_api();
+            if (b) lt.layout_destroy(b);
+            if (c) lt.layout_destroy(c);
+            if (a) lt.layout_destroy(a);
+            if (op) lt.desc_destroy(op);
+            *this = Plan{};
+        }
     };
     struct Decision {
         bool lt = false;  // false: cublasGemmEx's own choice
         cublasLtMatmulAlgo_t algo{};
     };
+    using Key = std::tuple<int, int, int, bool, int>;  // (tokens or their bucket, n, k, accumulate, alignment)
     // Tokens by powers of two: one decision serves a bucket.
     static int bucket(int m) {
         int b = 1;
         while (b < m && b < (1 << 30)) b <<= 1;
         return b;
+    }
+    // The alignment the three operands share, up to 256 bytes: the candidates are asked for with it (a
+    // chunk's output rows can start anywhere in the logits), and decisions are kept per alignment.
+    static int alignment(const void* a, const void* b, const void* c) {
+        const uintptr_t x = reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(c) | 256u;
+        return static_cast<int>(x & (~x + 1));
     }
     static void check_lt(cublasStatus_t st, const char* what) {
         if (st == CUBLAS_STATUS_SUCCESS) return;
@@ -193,50 +213,56 @@ private:
     }
     // The descriptors of one exact shape, as cublasGemmEx is called: column-major D (n x m) = op(W)
     // op(X), W the weights ([n][k] row-major: k x n column-major, transposed), X the activations ([m][k]).
-    Plan& plan(int m, int n, int k, bool acc) {
-        const auto key = std::make_tuple(m, n, k, acc);
+    // Kept only when complete.
+    Plan& plan(int m, int n, int k, bool acc, int align) {
+        const Key key{m, n, k, acc, align};
         auto it = plans_.find(key);
         if (it != plans_.end()) return it->second;
         const LtApi& lt = lt_api();
-        Plan& p = plans_[key];
-        check_lt(lt.desc_create(&p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+        struct Building {
+            Plan p;
+            ~Building() { p.release(); }
+        } b;
+        check_lt(lt.desc_create(&b.p.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
         const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-        check_lt(lt.desc_set(p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute");
-        check_lt(lt.desc_set(p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute");
-        check_lt(lt.layout_create(&p.a, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "cublasLtMatrixLayoutCreate");
-        check_lt(lt.layout_create(&p.b, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "cublasLtMatrixLayoutCreate");
-        check_lt(lt.layout_create(&p.c, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "cublasLtMatrixLayoutCreate");
+        check_lt(lt.desc_set(b.p.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute");
+        check_lt(lt.desc_set(b.p.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute");
+        check_lt(lt.layout_create(&b.p.a, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k), "cublasLtMatrixLayoutCreate");
+        check_lt(lt.layout_create(&b.p.b, CUDA_R_16F, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k), "cublasLtMatrixLayoutCreate");
+        check_lt(lt.layout_create(&b.p.c, CUDA_R_32F, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n), "cublasLtMatrixLayoutCreate");
+        Plan& p = plans_[key];
+        p = b.p;
+        b.p = Plan{};
         return p;
     }
     cublasStatus_t matmul(const Plan& p, const cublasLtMatmulAlgo_t& algo, const __half* a, const __half* b, float* c, bool acc, void* ws,
-                          size_t ws_bytes, cudaStream_t stream, const char* what) {
+                          size_t ws_bytes, cudaStream_t stream) {
         const float alpha = 1.0f, beta = acc ? 1.0f : 0.0f;
-        const cublasStatus_t st = lt_api().matmul(h_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &algo, ws, ws_bytes, stream);
-        if (what) {
-            check_lt(st, what);
-            g_lt_runs.fetch_add(1, std::memory_order_relaxed);
-        }
-        return st;
+        return lt_api().matmul(h_, p.op, &alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &algo, ws, ws_bytes, stream);
     }
     // Times cublasGemmEx's choice and cuBLASLt's candidates on this call's operands and keeps the fastest
     // (only cuBLASLt's under device::testing::cuda_gemm_tune_force). Without accumulation the candidates
     // write C itself (each overwrites it; the caller's run then writes the chosen one's result); with it,
-    // a scratch output of C's size, freed after (no decision, so cublasGemmEx's, if it cannot be had).
+    // a scratch output of C's size, freed after: where that cannot be had, no decision (nullopt). Where
+    // cuBLASLt offers nothing for the shape, the decision is cublasGemmEx's choice.
     template <class Ex>
-    Decision tune(const __half* a, const __half* b, float* c, int m, int n, int k, bool acc, void* ws, size_t ws_bytes, cudaStream_t stream,
-                  Ex&& ex) {
+    std::optional<Decision> tune(const __half* a, const __half* b, float* c, int m, int n, int k, bool acc, int align, void* ws,
+                                 size_t ws_bytes, cudaStream_t stream, Ex&& ex) {
         const LtApi& lt = lt_api();
-        Plan& p = plan(m, n, k, acc);
+        Plan& p = plan(m, n, k, acc, align);
         cublasLtMatmulPreference_t pref = nullptr;
         check_lt(lt.pref_create(&pref), "cublasLtMatmulPreferenceCreate");
         cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
         int found = 0;
+        const uint32_t align_bytes = static_cast<uint32_t>(align);
         cublasStatus_t st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+        for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+            if (st == CUBLAS_STATUS_SUCCESS) st = lt.pref_set(pref, attr, &align_bytes, sizeof align_bytes);
         if (st == CUBLAS_STATUS_SUCCESS) st = lt.heuristic(h_, p.op, p.a, p.b, p.c, p.c, pref, kCandidates, res, &found);
         lt.pref_destroy(pref);
-        check_lt(st, "cublasLtMatmulAlgoGetHeuristic");
         Decision best;
-        if (found == 0) return best;
+        if (st != CUBLAS_STATUS_SUCCESS || found <= 0) return best;  // NOT_SUPPORTED: nothing fits the shape
         float* out = c;
         struct Scratch {
             void* p = nullptr;
@@ -246,9 +272,9 @@ private:
         } scratch;
         if (acc) {
             if (cudaMalloc(&scratch.p, static_cast<size_t>(m) * n * sizeof(float)) != cudaSuccess) {
-                cudaGetLastError();  // an allocation failure is not sticky: clear it, keep cuBLAS's choice
+                cudaGetLastError();  // an allocation failure is not sticky: clear it
                 scratch.p = nullptr;
-                return best;
+                return std::nullopt;
             }
             check(cudaMemsetAsync(scratch.p, 0, static_cast<size_t>(m) * n * sizeof(float), stream), "cuBLASLt: tuning scratch");
             out = static_cast<float*>(scratch.p);
@@ -262,9 +288,13 @@ private:
         } ev;
         check(cudaEventCreate(&ev.e0), "cuBLASLt: tuning event");
         check(cudaEventCreate(&ev.e1), "cuBLASLt: tuning event");
-        // The fastest of kTimedRuns runs after one untimed, in µs; a negative time where the run failed.
+        // The fastest of kTimedRuns runs after one untimed, in µs; a negative time where the run failed
+        // (its error cleared).
         auto time = [&](auto&& launch) {
-            if (!launch()) return -1.0f;
+            if (!launch()) {
+                cudaGetLastError();
+                return -1.0f;
+            }
             float t_min = 1e30f;
             for (int i = 0; i < kTimedRuns; ++i) {
                 check(cudaEventRecord(ev.e0, stream), "cuBLASLt: tuning event");
@@ -285,12 +315,13 @@ private:
         int i_best = -1;
         for (int i = 0; i < found; ++i) {
             if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > ws_bytes) continue;
-            const float t = time([&] { return matmul(p, res[i].algo, a, b, out, acc, ws, ws_bytes, stream, nullptr) == CUBLAS_STATUS_SUCCESS; });
+            const float t = time([&] { return matmul(p, res[i].algo, a, b, out, acc, ws, ws_bytes, stream) == CUBLAS_STATUS_SUCCESS; });
             if (t >= 0.0f && t < t_best) t_best = t, i_best = i;
         }
         if (i_best >= 0) best = {true, res[i_best].algo};
-        log_line(log_level_, MINFER_LOG_DEBUG, "CUDA: GEMM %dx%dx%d%s (tokens up to %d): %s, %.1f us (cublasGemmEx's choice %.1f us, %d candidates)", m,
-                 n, k, acc ? " +=" : "", bucket(m), i_best >= 0 ? strprintf("cuBLASLt candidate %d", i_best).c_str() : "cublasGemmEx's choice",
+        log_line(log_level_, MINFER_LOG_DEBUG,
+                 "CUDA: GEMM %dx%dx%d%s (tokens up to %d, %d-byte aligned): %s, %.1f us (cublasGemmEx's choice %.1f us, %d candidates)", m, n,
+                 k, acc ? " +=" : "", bucket(m), align, i_best >= 0 ? strprintf("cuBLASLt candidate %d", i_best).c_str() : "cublasGemmEx's choice",
                  t_best, t_ex, found);
         return best;
     }
@@ -298,8 +329,8 @@ private:
     std::mutex mu_;
     cublasLtHandle_t h_;
     int log_level_;
-    std::map<std::tuple<int, int, int, bool>, Decision> decisions_;  // by (token bucket, n, k, accumulate)
-    std::map<std::tuple<int, int, int, bool>, Plan> plans_;          // by (tokens, n, k, accumulate)
+    std::map<Key, Decision> decisions_;  // by token bucket
+    std::map<Key, Plan> plans_;          // by exact tokens
 };
 
 std::shared_ptr<GemmTuner> make_gemm_tuner(int log_level, std::string* why) {

@@ -1642,9 +1642,14 @@ TEST_SUITE("cuda") {
             CHECK(rel_l2(tuned.prefill_logits, base.prefill_logits) < 1e-4);
             // Forced to cuBLASLt's fastest candidate, a fresh model runs its GEMMs through cuBLASLt (the
             // residual adds' decisions timed on a scratch output), with the same function.
-            device::testing::cuda_gemm_tune_force(true);
-            const Run lt = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}, {"gemm_tune", "true"}});
-            device::testing::cuda_gemm_tune_force(false);
+            Run lt;
+            {
+                struct Force {  // off again however the run ends
+                    Force() { device::testing::cuda_gemm_tune_force(true); }
+                    ~Force() { device::testing::cuda_gemm_tune_force(false); }
+                } force;
+                lt = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}, {"gemm_tune", "true"}});
+            }
             device::testing::cuda_gemm_tune_counts(&d3, &l3);
             CHECK(d3 > d2);
             CHECK(l3 > l2);
