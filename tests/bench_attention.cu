@@ -38,13 +38,7 @@ int main(int argc, char** argv) {
     int reps = 10;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--lengths") && i + 1 < argc) {
-            lengths.clear();
-            std::string s = argv[++i];
-            for (size_t at = 0; at <= s.size();) {
-                const size_t comma = std::min(s.find(',', at), s.size());
-                lengths.push_back(std::atoi(s.substr(at, comma - at).c_str()));
-                at = comma + 1;
-            }
+            lengths = bench::int_list(argv[++i]);
         } else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = std::max(1, std::atoi(argv[++i]));
         } else {

@@ -1,14 +1,18 @@
 // Helpers of the CUDA microbenchmarks (tests/bench_*.cu): exit on a CUDA error, time a launch between
-// two events, and random inputs generated on the device. Included by one source file per program (the
+// two events, the median of timings, a comma-separated list argument, and random inputs generated on the
+// device. Included by one source file per program (the
 // kernels are not inline).
 #pragma once
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace bench {
 
@@ -29,6 +33,23 @@ float time_ms(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, F&& launch) {
     float t = 0;
     ck(cudaEventElapsedTime(&t, e0, e1), "elapsed");
     return t;
+}
+
+// The median of timings (the upper one of an even count).
+inline float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// "2048,8192" -> {2048, 8192} (each piece by atoi: an empty one is 0).
+inline std::vector<int> int_list(const std::string& s) {
+    std::vector<int> v;
+    for (size_t at = 0; at <= s.size();) {
+        const size_t comma = std::min(s.find(',', at), s.size());
+        v.push_back(std::atoi(s.substr(at, comma - at).c_str()));
+        at = comma + 1;
+    }
+    return v;
 }
 
 // A 64-bit mixing function (the murmur3 finalizer): hashes of consecutive indices look independent.

@@ -44,18 +44,7 @@ float median_us(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, int reps, F
     for (int i = 0; i < 3; ++i) launch();
     std::vector<float> t;
     for (int i = 0; i < reps; ++i) t.push_back(1000.0f * bench::time_ms(stream, e0, e1, launch));
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
-std::vector<int> parse_list(const char* s) {
-    std::vector<int> v;
-    for (const char* p = s; *p;) {
-        v.push_back(std::atoi(p));
-        while (*p && *p != ',') ++p;
-        if (*p == ',') ++p;
-    }
-    return v;
+    return bench::median(t);
 }
 
 }  // namespace
@@ -64,7 +53,7 @@ int main(int argc, char** argv) {
     std::vector<int> lengths = {512, 2048, 8192};
     int reps = 10, max_algos = 16;
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--lengths") && i + 1 < argc) lengths = parse_list(argv[++i]);
+        if (!std::strcmp(argv[i], "--lengths") && i + 1 < argc) lengths = bench::int_list(argv[++i]);
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else if (!std::strcmp(argv[i], "--algos") && i + 1 < argc) max_algos = std::clamp(std::atoi(argv[++i]), 1, kMaxAlgos);
         else {
@@ -118,6 +107,7 @@ int main(int argc, char** argv) {
     std::printf("| tokens | GEMM | cublasGemmEx µs (TFLOP/s) | Lt heuristic #0 µs | Lt best µs (candidate, of n) | best vs GemmEx | Lt best, f16 output µs |\n");
     std::printf("|---|---|---|---|---|---|---|\n");
     for (int m : lengths) {
+        if (m < 1) continue;
         double sum_ex = 0, sum_best = 0, sum_f16 = 0;
         for (const Shape& s : shapes) {
             const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;

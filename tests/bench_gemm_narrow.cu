@@ -146,8 +146,7 @@ int run(int argc, char** argv) {
                     });
                     if (r >= 0) ms.push_back(t);
                 }
-                std::sort(ms.begin(), ms.end());
-                med[v] = ms[ms.size() / 2] * 1e3;
+                med[v] = bench::median(ms) * 1e3;
             }
             std::printf("| %s | %d", g.name, m);
             for (int v = 0; v < kVariants; ++v) std::printf(" | %.1f (%.0f)", med[v], w_bytes[v] / (med[v] * 1e3));

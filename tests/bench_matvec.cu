@@ -100,10 +100,7 @@ const Shape kShapes[] = {
     {3584, 3584, "attn q/o"}, {512, 3584, "attn k/v"}, {18944, 3584, "ffn gate/up"}, {3584, 18944, "ffn down"}, {152064, 3584, "output"},
 };
 
-float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
+using bench::median;
 
 using Launch = void (*)(Type, const void*, int64_t, int64_t, const float*, float*, cudaStream_t);
 
