@@ -1,15 +1,18 @@
 // The attention kernels' launchers and the decode split's combine kernel: for prefill (two or more
-// queries) the tensor-core flash attention of cuda/attention_mma.cuh; for decode its split-K
-// flash-decoding kernel (one block per KV head and key chunk, all query heads of the group) and, past one
-// chunk, attn_combine_kernel below. Checked against the CPU backend and a float64 reference in
-// tests/test_cuda.cpp (the two kernels of cuda/attention_mma.cuh also on the CPU, by the emulator:
+// queries) the tensor-core flash attention of cuda/attention_mma.cuh (on Hopper, past 64 queries, its
+// warpgroup-MMA form, cuda/attention_wg.cuh); for decode the split-K flash-decoding kernel (one block per
+// KV head and key chunk, all query heads of the group) and, past one chunk, attn_combine_kernel below.
+// Checked against the CPU backend and a float64 reference in tests/test_cuda.cpp (both prefill forms on
+// a Hopper GPU; the two kernels of cuda/attention_mma.cuh also on the CPU, by the emulator:
 // tests/test_attention_emu.cpp).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
 #include "cuda/attention_mma.cuh"
+#include "cuda/attention_wg.cuh"
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 
@@ -59,15 +62,59 @@ void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float
     check_launch("attention (prefill)");
 }
 
+// The warpgroup-MMA kernel (cuda/attention_wg.cuh) where it can run: a compute capability 9.0 GPU running
+// the sm_90a code of this build (the kernel's binary version 90: meson's cuda-arch 90 builds sm_90a, and
+// a compute_90 PTX JIT-compiled for another GPU reports that GPU's version), and its shared memory fits.
+// -DMINFER_ATTN_WGMMA=0 keeps the mma.sync kernel (the A/B knob).
+#ifndef MINFER_ATTN_WGMMA
+#define MINFER_ATTN_WGMMA 1
+#endif
+template <int HD>
+bool prefill_wg_usable() {
+    static const bool usable = [] {
+        if (!MINFER_ATTN_WGMMA) return false;
+        int dev = 0, major = 0, minor = 0;
+        check(cudaGetDevice(&dev), "cudaGetDevice");
+        check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+        check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+        if (major != 9 || minor != 0) return false;
+        cudaFuncAttributes attr{};
+        if (cudaFuncGetAttributes(&attr, faw::attn_prefill_wg_kernel<HD>) != cudaSuccess) {
+            (void)cudaGetLastError();  // no image of the kernel for this GPU: not an error of the call
+            return false;
+        }
+        return attr.binaryVersion == 90 &&
+               raise_smem_limit(faw::attn_prefill_wg_kernel<HD>, faw::smem_bytes<HD>(), "prefill attention (wgmma) shared memory");
+    }();
+    return usable;
+}
+
+std::atomic<bool> g_force_mma{false};  // testing_hooks::attention_force_mma
+
+enum class PrefillKernel { kWgmma, kMma2, kMma1 };
+template <int HD>
+PrefillKernel prefill_kernel(int n) {
+    if (n > fa::rows_per_cta<1>() && !g_force_mma.load(std::memory_order_relaxed) && prefill_wg_usable<HD>()) return PrefillKernel::kWgmma;
+    if (n > fa::rows_per_cta<1>() && prefill_fits<HD, MINFER_FA_MTILES>()) return MINFER_FA_MTILES == 2 ? PrefillKernel::kMma2 : PrefillKernel::kMma1;
+    return PrefillKernel::kMma1;
+}
+
 template <int HD>
 void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
                     int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     if (reinterpret_cast<uintptr_t>(q) % 16 != 0)  // q is read in 16-byte pieces
         fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: q is not 16-byte aligned");
-    if (n > fa::rows_per_cta<1>() && prefill_fits<HD, MINFER_FA_MTILES>())
-        launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
-    else
-        launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+    switch (prefill_kernel<HD>(n)) {
+        case PrefillKernel::kWgmma: {
+            const auto grid = static_cast<unsigned>(faw::grid_size(n, n_head));
+            faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, kc, vc, out, n, pos0, n_head,
+                                                                                                     group, kv_dim, qscale, kv);
+            check_launch("attention (prefill, wgmma)");
+            break;
+        }
+        case PrefillKernel::kMma2: launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
+        case PrefillKernel::kMma1: launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
+    }
 }
 
 // ---- decode: split-K flash-decoding -------------------------------------------------------------------
@@ -244,6 +291,15 @@ float log2_qscale(int head_dim) {
 }  // namespace
 
 bool attention_head_dim_supported(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
+const char* attention_prefill_kernel(int head_dim, int n) {
+    const PrefillKernel k = head_dim == 64 ? prefill_kernel<64>(n) : head_dim == 128 ? prefill_kernel<128>(n) : PrefillKernel::kMma1;
+    return k == PrefillKernel::kWgmma ? "wgmma" : k == PrefillKernel::kMma2 ? "mma.sync, 2 row tiles" : "mma.sync, 1 row tile";
+}
+
+namespace testing_hooks {
+void attention_force_mma(bool on) { g_force_mma.store(on, std::memory_order_relaxed); }
+}  // namespace testing_hooks
 
 int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int max_rows) {
     int64_t most = 0;

@@ -618,6 +618,14 @@ void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) { cuda::testi
 
 bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_int8_supported(static_cast<quant::Type>(type), ncols); }
 
+int cuda_compute_capability() {
+    int dev = 0, major = 0, minor = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+    return 10 * major + minor;
+}
+
 uint64_t cuda_free_bytes() {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
@@ -696,8 +704,14 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
 }
 
 std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
-                                          const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim) {
+                                          const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim,
+                                          bool force_mma, std::string* kernel) {
     if (n < 2) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_attention_prefill: n = %d (the prefill kernel takes two or more queries)", n);
+    cuda::testing_hooks::attention_force_mma(force_mma);
+    struct Restore {
+        ~Restore() { cuda::testing_hooks::attention_force_mma(false); }
+    } restore;
+    if (kernel) *kernel = cuda::attention_prefill_kernel(head_dim, n);
     cuda::Stream stream;
     const size_t out_floats = static_cast<size_t>(n) * static_cast<size_t>(n_head) * static_cast<size_t>(head_dim);
     DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(out_floats * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),

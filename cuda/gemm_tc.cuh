@@ -30,6 +30,7 @@
 #include "cuda/matvec_ptx.cuh"  // first: CUDA (or, in tests/emu, its stand-ins)
 #include "cuda/block_bits.cuh"
 #include "cuda/gemm_narrow.cuh"  // gn::raw_chunk and the raw formats
+#include "cuda/wgmma.cuh"
 
 namespace minfer::cuda::gt {
 
@@ -40,7 +41,8 @@ constexpr int kMT = kWM / 16, kNT = kWN / 8;
 // c ^ (r % 8) (the 128-byte swizzle of the Hopper tensor-core descriptors; ldmatrix is conflict-free on
 // it too), tiles 1024-byte aligned.
 constexpr int kRowBytes = kBK * 2;
-__host__ __device__ constexpr uint32_t sw(int r, int c) { return static_cast<uint32_t>(r * kRowBytes + ((c ^ (r & 7)) << 4)); }
+static_assert(kRowBytes == 128, "rows of the 128-byte swizzle");
+__host__ __device__ constexpr uint32_t sw(int r, int c) { return wg::sw128(r, c); }
 static_assert(kBK == gn::kBK, "the raw chunks of gn::raw_chunk are 64-weight k-tiles");
 template <int BM>
 constexpr int threads() {
@@ -171,35 +173,10 @@ __device__ __forceinline__ void dequant_raw(uint32_t R, uintptr_t row, int k0, i
 #ifndef MINFER_GT_WGMMA
 #define MINFER_GT_WGMMA 1
 #endif
-#if MINFER_GT_WGMMA && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if MINFER_GT_WGMMA && MINFER_WGMMA_BUILT
 #define MINFER_GT_USE_WGMMA 1
 #else
 #define MINFER_GT_USE_WGMMA 0
-#endif
-#if MINFER_GT_USE_WGMMA
-// The shared-memory matrix descriptor of a K-major tile of 128-byte swizzled rows (the layout sw() gives)
-// starting at shared address `addr`: start >> 4, leading byte offset 1 (unused by this layout), stride
-// byte offset 1024 (8 rows of 128 bytes) >> 4, swizzle mode 1 (128 bytes).
-__device__ __forceinline__ uint64_t wg_desc(uint32_t addr) {
-    return (uint64_t{(addr & 0x3FFFFu) >> 4}) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-// Generic-proxy writes of shared memory (st.shared, cp.async) made visible to the tensor cores' reads.
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// D[64][128] += A[64][16] B[128][16]^T for the calling warpgroup: A and B K-major in shared memory, f16,
-// f32 accumulators. d[4i + e] of lane 4g + t of the group's warp w: row 16w + g + 8 (e >> 1), column
-// 8i + 2t + (e & 1).
-__device__ __forceinline__ void wgmma_128(float (&d)[64], uint64_t da, uint64_t db) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
-        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(da), "l"(db), "r"(1));
-}
 #endif
 
 template <int F, int BM, class Gen = NoGen>
@@ -299,9 +276,9 @@ __global__ __launch_bounds__(threads<BM>(), BM == 128 ? 2 : 1) void gemm_tc_kern
         else mv::cp_async_wait<kS - 2>();
 #if MINFER_GT_USE_WGMMA
         // This thread's copies and dequantized stores, to the tensor cores' reads. A missing fence (or
-        // wg_fence below) would show only as an occasional race that no test catches reliably: these
+        // wg::fence below) would show only as an occasional race that no test catches reliably: these
         // orderings are kept by review.
-        fence_async_smem();
+        wg::fence_async_smem();
 #endif
         __syncthreads();
         if (j + kS - 1 < nk) load(j + kS - 1, (j + kS - 1) % kS);
@@ -310,15 +287,16 @@ __global__ __launch_bounds__(threads<BM>(), BM == 128 ? 2 : 1) void gemm_tc_kern
 #if MINFER_GT_USE_WGMMA
         // The group's 64 token rows against the 128 weight rows, k in four steps of 16 (32 bytes into the
         // swizzled rows), issued before the next tile's dequantization, which overlaps them.
-        wg_fence();
+        wg::fence();
         #pragma unroll
         for (int kk = 0; kk < kBK / 16; ++kk)
-            wgmma_128(acc, wg_desc(sbase + as + static_cast<uint32_t>((warp >> 2) * 64 * kRowBytes + 32 * kk)),
-                      wg_desc(sbase + bs + static_cast<uint32_t>(32 * kk)));
-        wg_commit();
+            wg::mma_ss<kBN>(acc, wg::desc_k(sbase + as + static_cast<uint32_t>((warp >> 2) * 64 * kRowBytes + 32 * kk)),
+                            wg::desc_k(sbase + bs + static_cast<uint32_t>(32 * kk)), true);
+        wg::commit();
         if constexpr (kDeq)
             if (j + 1 < nk) dequant(j + 1, (j + 1) % kS, (j + 1) & 1);
-        wg_wait<0>();
+        wg::wait<0>();
+        wg::fence_regs(acc);  // the epilogue's reads stay after the last wait
 #else
         if constexpr (kDeq)
             if (j + 1 < nk) dequant(j + 1, (j + 1) % kS, (j + 1) & 1);

@@ -147,6 +147,13 @@ int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int ma
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr,
                const KvMap& kv = KvMap{});
+// The kernel `attention` takes for n > 1 queries of head_dim on this device: "wgmma" (sm_90a, cuda/
+// attention_wg.cuh), "mma.sync, 2 row tiles" or "mma.sync, 1 row tile" (cuda/attention_mma.cuh).
+const char* attention_prefill_kernel(int head_dim, int n);
+namespace testing_hooks {
+// The mma.sync kernels even where the wgmma kernel runs (so the tests check both on a Hopper GPU).
+void attention_force_mma(bool on);
+}  // namespace testing_hooks
 // Decode attention of `rows` tokens, each the newest of its own sequence: row r (q and out rows r, as
 // above) is at position pos_dev[r] of slot kv.slot[r] (both on the device) and attends to its positions
 // 0 .. pos_dev[r]. One launch (and a combine) for all rows; `partial` holds

@@ -1204,8 +1204,12 @@ TEST_SUITE("cuda") {
     // head_dim 64 and 128, groups of 1, 4 and 7, lengths off the query and key tiles up to 2,100,
     // continuations from a filled cache, a shuffled page table; the output poisoned first. At 2,100 keys
     // a bug that drops one key per row shifts less than it does there: the emulator test is the one that
-    // catches those; this one checks the kernel on the GPU at real lengths.
+    // catches those; this one checks the kernel on the GPU at real lengths. On a Hopper GPU (sm_90a
+    // code) every shape runs twice: through the wgmma kernel (cuda/attention_wg.cuh, which the emulator
+    // cannot run; the launcher's choice past 64 queries, checked) and through the mma.sync kernels.
     TEST_CASE("attention prefill: tensor-core kernel against float64 over a paged f16 cache") {
+        const bool hopper = device::testing::cuda_compute_capability() == 90 && std::strstr(MINFER_CUDA_ARCHS, "90a") != nullptr;
+        MESSAGE("compute capability " << device::testing::cuda_compute_capability() << ", built for " << MINFER_CUDA_ARCHS);
         struct Shape {
             int hd, n_head, n_head_kv, n, pos0;
         };
@@ -1235,7 +1239,6 @@ TEST_SUITE("cuda") {
             }
             const std::vector<float> q = normal(static_cast<size_t>(sh.n) * q_dim, seed + 3, 0.0f, 2.0f);
             seed += 4;
-            const std::vector<float> out = device::testing::cuda_attention_prefill(q, k16, v16, pages, sh.n, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd);
             auto at = [&](int p, int kvh, int d) {  // the pool index of element d of KV head kvh at position p
                 return (static_cast<size_t>(pages[static_cast<size_t>(p / 16)]) * 16 + static_cast<size_t>(p % 16)) * kv_dim +
                        static_cast<size_t>(kvh) * sh.hd + static_cast<size_t>(d);
@@ -1243,9 +1246,17 @@ TEST_SUITE("cuda") {
             const std::vector<double> ref = causal_attention_f64(
                 q.data(), sh.n, sh.pos0, sh.n_head, sh.n_head_kv, sh.hd, [&](int p, int kvh, int d) { return k[at(p, kvh, d)]; },
                 [&](int p, int kvh, int d) { return v[at(p, kvh, d)]; });
-            const double err = rel_l2(out, ref);
-            MESSAGE("prefill attention rel L2 " << err);
-            CHECK(err < 1e-3);
+            for (const bool force_mma : {false, true}) {
+                std::string kernel;
+                const std::vector<float> out = device::testing::cuda_attention_prefill(q, k16, v16, pages, sh.n, sh.pos0, sh.n_head,
+                                                                                       sh.n_head_kv, sh.hd, force_mma, &kernel);
+                CAPTURE(kernel);
+                if (!force_mma) CHECK((kernel == "wgmma") == (hopper && sh.n > 64));
+                const double err = rel_l2(out, ref);
+                MESSAGE("prefill attention (" << kernel << ") rel L2 " << err);
+                CHECK(err < 1e-3);
+                if (!hopper) break;  // the same kernel again
+            }
         }
     }
 

@@ -1,0 +1,219 @@
+// Prefill attention on Hopper's warpgroup MMA (sm_90a): the flash attention of cuda/attention_mma.cuh
+// (same inputs, same output, same online softmax in the log2 domain, same causal rule and paged KV), with
+// both products on wgmma instead of mma.sync. cuda/attention.cu launches it on sm_90 GPUs where the
+// sm_90a code was built, for prompts of more than 64 tokens; the mma.sync kernel stays the fallback
+// everywhere else (and the one the CPU emulator checks).
+//
+// A CTA of kGroups warpgroups takes 64 * kGroups consecutive queries of one head, 64 per warpgroup, and
+// walks the keys up to its last query's position in tiles of kKeys; the K and V tiles of the next key
+// tile are copied by cp.async while the current one is used (two stages). Shared tiles are 128-byte
+// swizzled (cuda/wgmma.cuh): Q, K and V rows are split into column chunks of 64 dims, each chunk a tile of
+// 128-byte rows. Per key tile, a warpgroup
+//  1. computes S[64][kKeys] = Q K^T with wgmma from shared memory (Q and K both K-major: a K-cache row is a
+//     row of K^T's transpose), HD / 16 instructions,
+//  2. masks the keys past each row's position (only where the tile reaches past the warp's first query),
+//     updates each row's maximum and sum and rescales the output accumulators (the rows of a lane are
+//     those of the mma.sync layout: g and g + 8 of its warp's 16),
+//  3. rounds P to f16 into A fragments in registers and adds P V with wgmma, V read MN-major (a V-cache
+//     row holds one key's dims: n contiguous; the trans-b form of the instruction).
+// The warpgroup waits for each product before using it (no overlap of softmax and MMAs inside a group;
+// the groups of a CTA and the two CTAs of an SM overlap each other's). Knobs (docs/perf.md has their
+// A/B): MINFER_FAW_KEYS (64; 128 needs 186 registers, so one CTA an SM), MINFER_FAW_GROUPS (2; 3 measured
+// slower), MINFER_FAW_MIN_BLOCKS (2).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/matvec_ptx.cuh"  // first: CUDA; cp.async, pack_f16x2, the dynamic shared memory
+#include "cuda/kv_map.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace minfer::cuda::faw {
+
+#ifndef MINFER_FAW_KEYS
+#define MINFER_FAW_KEYS 64
+#endif
+#ifndef MINFER_FAW_GROUPS
+#define MINFER_FAW_GROUPS 2
+#endif
+// Two CTAs an SM (128 registers a thread: the head_dim-128 kernel fits them without spilling; its 97 KiB of
+// shared memory twice): the warpgroups of one CTA wait at its barriers, those of the other run meanwhile.
+// Measured against 1: 0.105 against 0.131 ms at 2,048 tokens of the 7B's shape (docs/perf.md).
+#ifndef MINFER_FAW_MIN_BLOCKS
+#define MINFER_FAW_MIN_BLOCKS 2
+#endif
+static_assert(MINFER_FAW_KEYS == 64 || MINFER_FAW_KEYS == 128, "key tiles of 64 or 128");
+static_assert(MINFER_FAW_GROUPS >= 1 && MINFER_FAW_GROUPS <= 4, "1 to 4 warpgroups a CTA");
+constexpr int kKeys = MINFER_FAW_KEYS, kGroups = MINFER_FAW_GROUPS;
+constexpr int kThreads = 128 * kGroups, kRows = 64 * kGroups;
+constexpr unsigned kAll = 0xffffffffu;
+
+// Bytes of the Q tile and of one K or V tile; dynamic shared memory with room to align to 1024.
+template <int HD>
+constexpr int q_bytes() {
+    return kRows * HD * 2;
+}
+template <int HD>
+constexpr int tile_bytes() {
+    return kKeys * HD * 2;
+}
+template <int HD>
+constexpr int smem_bytes() {
+    return q_bytes<HD>() + 4 * tile_bytes<HD>() + 1024;
+}
+inline int64_t grid_size(int n, int n_head) { return int64_t{(n + kRows - 1) / kRows} * n_head; }
+
+// Arguments as attn_prefill_mma_kernel's: q [n][n_head * HD] f32, kc / vc one layer's cache (rows
+// kv_row(kv, 0, position), kv_dim = n_head_kv * HD), out like q; qscale = log2(e) / sqrt(HD).
+template <int HD>
+__global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_wg_kernel(const float* q, const __half* kc,
+                                                                                           const __half* vc, float* out, int n,
+                                                                                           int pos0, int n_head, int group,
+                                                                                           int kv_dim, float qscale, KvMap kv) {
+#if MINFER_WGMMA_BUILT
+    static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
+    constexpr int kQChunk = kRows * 128, kTChunk = kKeys * 128;  // bytes of a 64-dim column chunk of Q, of a tile
+    const int tid = static_cast<int>(threadIdx.x), grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
+    const int g = lane >> 2, t = lane & 3;
+    // Heads fastest; the last query tiles (the most keys) first.
+    const int q_tiles = (n + kRows - 1) / kRows;
+    const int h = static_cast<int>(blockIdx.x) % n_head, kvh = h / group;
+    const int t0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / n_head) * kRows;
+    const int last = pos0 + min(n, t0 + kRows) - 1;  // the last key any query of the CTA sees
+    const int64_t q_dim = int64_t{n_head} * HD;
+
+    const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
+    const uint32_t sbase = (s0 + 1023u) & ~1023u;
+    uint8_t* const sptr = mv::mv_smem + (sbase - s0);
+    auto k_at = [](int st) { return static_cast<uint32_t>(q_bytes<HD>() + 2 * st * tile_bytes<HD>()); };  // from sbase
+    auto v_at = [](int st) { return static_cast<uint32_t>(q_bytes<HD>() + (2 * st + 1) * tile_bytes<HD>()); };
+
+    // Key tile j into stage j & 1: 16-byte pieces, consecutive threads along a row. Keys past `last` repeat
+    // its row (finite; masked for every stored query).
+    auto load_tile = [&](int j) {
+        const uint32_t kd = sbase + k_at(j & 1), vd = sbase + v_at(j & 1);
+        for (int i = tid; i < kKeys * (HD / 8); i += kThreads) {
+            const int r = i / (HD / 8), c = i % (HD / 8);
+            const int64_t src = kv_row(kv, 0, min(j * kKeys + r, last)) * kv_dim + int64_t{kvh} * HD + c * 8;
+            const uint32_t at = static_cast<uint32_t>((c / 8) * kTChunk) + wg::sw128(r, c % 8);
+            mv::cp_async16<0>(kd + at, kc + src, 16);
+            mv::cp_async16<0>(vd + at, vc + src, 16);
+        }
+        mv::cp_async_commit();
+    };
+    const int key_tiles = last / kKeys + 1;
+    load_tile(0);
+
+    // Q rows of the CTA, scaled, as f16 (rows past n: zeros), 8 bytes a thread at a time.
+    for (int i = tid; i < kRows * (HD / 4); i += kThreads) {
+        const int r = i / (HD / 4), d = 4 * (i % (HD / 4));
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (t0 + r < n) v = __ldg(reinterpret_cast<const float4*>(q + (t0 + r) * q_dim + int64_t{h} * HD + d));
+        const uint32_t at = static_cast<uint32_t>((d / 64) * kQChunk) + wg::sw128(r, (d % 64) / 8) + static_cast<uint32_t>((d % 8) * 2);
+        *reinterpret_cast<uint2*>(sptr + at) =
+            make_uint2(mv::pack_f16x2(v.x * qscale, v.y * qscale), mv::pack_f16x2(v.z * qscale, v.w * qscale));
+    }
+
+    const int row0 = t0 + 64 * grp;                         // the group's first query
+    const bool active = row0 < n;                           // the group has a query to answer
+    const int group_last = pos0 + min(n, row0 + 64) - 1;    // its last query's position
+    const int first_pos = pos0 + row0 + 16 * warp;          // the warp's first query position
+    float o[HD / 2];  // O[64][HD] of the group: o[4i + e] is row 16 warp + g + 8 (e >> 1), dim 8i + 2t + (e & 1)
+    #pragma unroll
+    for (auto& x : o) x = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+
+    for (int j = 0; j < key_tiles; ++j) {
+        if (j + 1 < key_tiles) {
+            load_tile(j + 1);
+            mv::cp_async_wait<1>();
+        } else {
+            mv::cp_async_wait<0>();
+        }
+        // This thread's copies (and the Q stores, before the first tile) to the tensor cores' reads, then
+        // every thread's. Stage (j + 1) & 1 was last read by the products of tile j - 1, waited for below.
+        wg::fence_async_smem();
+        __syncthreads();
+        const int k0 = j * kKeys;
+        if (active && k0 <= group_last) {  // warpgroup-uniform: some row of the group sees a key of the tile
+            float s[kKeys / 2];            // S[64][kKeys]: s[4i + e] is row 16 warp + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1)
+            wg::fence();
+            #pragma unroll
+            for (int kk = 0; kk < HD / 16; ++kk) {
+                const uint32_t col = static_cast<uint32_t>(32 * (kk % 4));  // k-step kk within its 64-dim chunk
+                wg::mma_ss<kKeys>(s, wg::desc_k(sbase + static_cast<uint32_t>((kk / 4) * kQChunk + grp * 64 * 128) + col),
+                                  wg::desc_k(sbase + k_at(j & 1) + static_cast<uint32_t>((kk / 4) * kTChunk) + col), kk > 0);
+            }
+            wg::commit();
+            wg::wait<0>();
+            wg::fence_regs(s);
+            if (k0 + kKeys - 1 > first_pos) {  // the causal diagonal crosses the warp's rows in this tile
+                #pragma unroll
+                for (int i = 0; i < kKeys / 8; ++i)
+                    #pragma unroll
+                    for (int e = 0; e < 4; ++e)
+                        if (k0 + 8 * i + 2 * t + (e & 1) > first_pos + g + 8 * (e >> 1)) s[4 * i + e] = -INFINITY;
+            }
+            #pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = m[r];
+                #pragma unroll
+                for (int i = 0; i < kKeys / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+                const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
+                const float alpha = exp2f(m[r] - base);
+                m[r] = mx;
+                l[r] *= alpha;
+                #pragma unroll
+                for (int i = 0; i < HD / 8; ++i) {
+                    o[4 * i + 2 * r] *= alpha;
+                    o[4 * i + 2 * r + 1] *= alpha;
+                }
+                #pragma unroll
+                for (int i = 0; i < kKeys / 8; ++i) {
+                    s[4 * i + 2 * r] = exp2f(s[4 * i + 2 * r] - base);
+                    s[4 * i + 2 * r + 1] = exp2f(s[4 * i + 2 * r + 1] - base);
+                    l[r] += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+                }
+            }
+            // P as f16 A fragments: keys 16kk .. 16kk + 15 are accumulator tiles 2kk (a0, a1) and 2kk + 1 (a2, a3).
+            uint32_t pa[kKeys / 16][4];
+            #pragma unroll
+            for (int kk = 0; kk < kKeys / 16; ++kk) {
+                pa[kk][0] = mv::pack_f16x2(s[8 * kk + 0], s[8 * kk + 1]);
+                pa[kk][1] = mv::pack_f16x2(s[8 * kk + 2], s[8 * kk + 3]);
+                pa[kk][2] = mv::pack_f16x2(s[8 * kk + 4], s[8 * kk + 5]);
+                pa[kk][3] = mv::pack_f16x2(s[8 * kk + 6], s[8 * kk + 7]);
+            }
+            wg::fence_regs(o);
+            wg::fence();
+            #pragma unroll
+            for (int kk = 0; kk < kKeys / 16; ++kk)  // keys 16kk ..: two 8-key groups of the V tile, 2048 bytes
+                wg::mma_rs_mn<HD>(o, pa[kk], wg::desc(sbase + v_at(j & 1) + static_cast<uint32_t>(kk * 2048), kTChunk, 1024));
+            wg::commit();
+            wg::wait<0>();
+            wg::fence_regs(o);
+        }
+        __syncthreads();  // stage j & 1 is free for tile j + 2
+    }
+
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float sum = l[r];
+        sum += __shfl_xor_sync(kAll, sum, 1);
+        sum += __shfl_xor_sync(kAll, sum, 2);
+        const int tq = row0 + 16 * warp + g + 8 * r;
+        if (!active || tq >= n) continue;
+        const float inv = 1.0f / sum;
+        float* dst = out + tq * q_dim + int64_t{h} * HD + 2 * t;
+        #pragma unroll
+        for (int i = 0; i < HD / 8; ++i)
+            *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+    }
+#else
+    __trap();  // never launched: cuda/attention.cu takes this kernel only where the sm_90a code runs
+#endif
+}
+
+}  // namespace minfer::cuda::faw
