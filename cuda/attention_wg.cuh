@@ -17,7 +17,10 @@
 //  3. rounds P to f16 into A fragments in registers and adds P V with wgmma, V read MN-major (a V-cache
 //     row holds one key's dims: n contiguous; the trans-b form of the instruction).
 // The warpgroup waits for each product before using it (no overlap of softmax and MMAs inside a group;
-// the groups of a CTA and the two CTAs of an SM overlap each other's). Knobs (docs/perf.md has their
+// the groups of a CTA and the two CTAs of an SM overlap each other's). The overlapped schedule of
+// FlashAttention 3 (S_j issued together with P_{j-1} V_{j-1}, the softmax of S_j while the latter runs)
+// was written and measured: it needs about 151 registers, so one CTA an SM, and lost to this one at every
+// length (docs/perf.md, 2026-12-04, fourth session). Knobs (docs/perf.md has their
 // A/B): MINFER_FAW_KEYS (64; 128 needs 186 registers, so one CTA an SM), MINFER_FAW_GROUPS (2; 3 measured
 // slower), MINFER_FAW_MIN_BLOCKS (2).
 #pragma once
@@ -102,6 +105,80 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
         mv::cp_async_commit();
     };
     const int key_tiles = last / kKeys + 1;
+
+    const int row0 = t0 + 64 * grp;                       // the group's first query
+    const bool active = row0 < n;                         // the group has a query to answer
+    const int group_last = pos0 + min(n, row0 + 64) - 1;  // its last query's position
+    const int first_pos = pos0 + row0 + 16 * warp;        // the warp's first query position
+    float o[HD / 2];  // O[64][HD] of the group: o[4i + e] is row 16 warp + g + 8 (e >> 1), dim 8i + 2t + (e & 1)
+    #pragma unroll
+    for (auto& x : o) x = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
+
+    // S[64][kKeys] = Q K^T of key tile j (issued, not waited for): s[4i + e] is row 16 warp + g + 8 (e >> 1),
+    // key 8i + 2t + (e & 1) of the tile.
+    auto qk = [&](float (&s)[kKeys / 2], int j) {
+        #pragma unroll
+        for (int kk = 0; kk < HD / 16; ++kk) {
+            const uint32_t col = static_cast<uint32_t>(32 * (kk % 4));  // k-step kk within its 64-dim chunk
+            wg::mma_ss<kKeys>(s, wg::desc_k(sbase + static_cast<uint32_t>((kk / 4) * kQChunk + grp * 64 * 128) + col),
+                              wg::desc_k(sbase + k_at(j & 1) + static_cast<uint32_t>((kk / 4) * kTChunk) + col), kk > 0);
+        }
+    };
+    // The online softmax of tile j's scores (in place: s becomes exp2(s - m)); alpha receives each row's
+    // factor for the output accumulated so far.
+    auto softmax = [&](float (&s)[kKeys / 2], int j, float (&alpha)[2]) {
+        const int k0 = j * kKeys;
+        if (k0 + kKeys - 1 > first_pos) {  // the causal diagonal crosses the warp's rows in this tile
+            #pragma unroll
+            for (int i = 0; i < kKeys / 8; ++i)
+                #pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    if (k0 + 8 * i + 2 * t + (e & 1) > first_pos + g + 8 * (e >> 1)) s[4 * i + e] = -INFINITY;
+        }
+        #pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float mx = m[r];
+            #pragma unroll
+            for (int i = 0; i < kKeys / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+            const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
+            alpha[r] = exp2f(m[r] - base);
+            m[r] = mx;
+            float sum = 0.0f;
+            #pragma unroll
+            for (int i = 0; i < kKeys / 8; ++i) {
+                s[4 * i + 2 * r] = exp2f(s[4 * i + 2 * r] - base);
+                s[4 * i + 2 * r + 1] = exp2f(s[4 * i + 2 * r + 1] - base);
+                sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+            }
+            l[r] = l[r] * alpha[r] + sum;
+        }
+    };
+    auto rescale = [&](const float (&alpha)[2]) {
+        #pragma unroll
+        for (int i = 0; i < HD / 8; ++i)
+            #pragma unroll
+            for (int e = 0; e < 4; ++e) o[4 * i + e] *= alpha[e >> 1];
+    };
+    // P as f16 A fragments: keys 16kk .. 16kk + 15 are accumulator tiles 2kk (a0, a1) and 2kk + 1 (a2, a3).
+    auto pack = [](uint32_t (&pa)[kKeys / 16][4], const float (&s)[kKeys / 2]) {
+        #pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk) {
+            pa[kk][0] = mv::pack_f16x2(s[8 * kk + 0], s[8 * kk + 1]);
+            pa[kk][1] = mv::pack_f16x2(s[8 * kk + 2], s[8 * kk + 3]);
+            pa[kk][2] = mv::pack_f16x2(s[8 * kk + 4], s[8 * kk + 5]);
+            pa[kk][3] = mv::pack_f16x2(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+    };
+    // O += P V of the V tile in stage st (issued, not waited for): keys 16kk .. are two 8-key groups, 2048 bytes.
+    auto pv = [&](const uint32_t (&pa)[kKeys / 16][4], int st) {
+        #pragma unroll
+        for (int kk = 0; kk < kKeys / 16; ++kk)
+            wg::mma_rs_mn<HD>(o, pa[kk], wg::desc(sbase + v_at(st) + static_cast<uint32_t>(kk * 2048), kTChunk, 1024));
+    };
+
     load_tile(0);
 
     // Q rows of the CTA, scaled, as f16 (rows past n: zeros), 8 bytes a thread at a time.
@@ -114,15 +191,6 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
             make_uint2(mv::pack_f16x2(v.x * qscale, v.y * qscale), mv::pack_f16x2(v.z * qscale, v.w * qscale));
     }
 
-    const int row0 = t0 + 64 * grp;                         // the group's first query
-    const bool active = row0 < n;                           // the group has a query to answer
-    const int group_last = pos0 + min(n, row0 + 64) - 1;    // its last query's position
-    const int first_pos = pos0 + row0 + 16 * warp;          // the warp's first query position
-    float o[HD / 2];  // O[64][HD] of the group: o[4i + e] is row 16 warp + g + 8 (e >> 1), dim 8i + 2t + (e & 1)
-    #pragma unroll
-    for (auto& x : o) x = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g and g + 8
-
     for (int j = 0; j < key_tiles; ++j) {
         if (j + 1 < key_tiles) {
             load_tile(j + 1);
@@ -134,63 +202,20 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
         // every thread's. Stage (j + 1) & 1 was last read by the products of tile j - 1, waited for below.
         wg::fence_async_smem();
         __syncthreads();
-        const int k0 = j * kKeys;
-        if (active && k0 <= group_last) {  // warpgroup-uniform: some row of the group sees a key of the tile
-            float s[kKeys / 2];            // S[64][kKeys]: s[4i + e] is row 16 warp + g + 8 (e >> 1), key k0 + 8i + 2t + (e & 1)
+        if (active && j * kKeys <= group_last) {  // warpgroup-uniform: some row of the group sees a key of the tile
+            float s[kKeys / 2], alpha[2];
+            uint32_t pa[kKeys / 16][4];
             wg::fence();
-            #pragma unroll
-            for (int kk = 0; kk < HD / 16; ++kk) {
-                const uint32_t col = static_cast<uint32_t>(32 * (kk % 4));  // k-step kk within its 64-dim chunk
-                wg::mma_ss<kKeys>(s, wg::desc_k(sbase + static_cast<uint32_t>((kk / 4) * kQChunk + grp * 64 * 128) + col),
-                                  wg::desc_k(sbase + k_at(j & 1) + static_cast<uint32_t>((kk / 4) * kTChunk) + col), kk > 0);
-            }
+            qk(s, j);
             wg::commit();
             wg::wait<0>();
             wg::fence_regs(s);
-            if (k0 + kKeys - 1 > first_pos) {  // the causal diagonal crosses the warp's rows in this tile
-                #pragma unroll
-                for (int i = 0; i < kKeys / 8; ++i)
-                    #pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        if (k0 + 8 * i + 2 * t + (e & 1) > first_pos + g + 8 * (e >> 1)) s[4 * i + e] = -INFINITY;
-            }
-            #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = m[r];
-                #pragma unroll
-                for (int i = 0; i < kKeys / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
-                const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
-                const float alpha = exp2f(m[r] - base);
-                m[r] = mx;
-                l[r] *= alpha;
-                #pragma unroll
-                for (int i = 0; i < HD / 8; ++i) {
-                    o[4 * i + 2 * r] *= alpha;
-                    o[4 * i + 2 * r + 1] *= alpha;
-                }
-                #pragma unroll
-                for (int i = 0; i < kKeys / 8; ++i) {
-                    s[4 * i + 2 * r] = exp2f(s[4 * i + 2 * r] - base);
-                    s[4 * i + 2 * r + 1] = exp2f(s[4 * i + 2 * r + 1] - base);
-                    l[r] += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
-                }
-            }
-            // P as f16 A fragments: keys 16kk .. 16kk + 15 are accumulator tiles 2kk (a0, a1) and 2kk + 1 (a2, a3).
-            uint32_t pa[kKeys / 16][4];
-            #pragma unroll
-            for (int kk = 0; kk < kKeys / 16; ++kk) {
-                pa[kk][0] = mv::pack_f16x2(s[8 * kk + 0], s[8 * kk + 1]);
-                pa[kk][1] = mv::pack_f16x2(s[8 * kk + 2], s[8 * kk + 3]);
-                pa[kk][2] = mv::pack_f16x2(s[8 * kk + 4], s[8 * kk + 5]);
-                pa[kk][3] = mv::pack_f16x2(s[8 * kk + 6], s[8 * kk + 7]);
-            }
+            softmax(s, j, alpha);
+            rescale(alpha);
+            pack(pa, s);
             wg::fence_regs(o);
             wg::fence();
-            #pragma unroll
-            for (int kk = 0; kk < kKeys / 16; ++kk)  // keys 16kk ..: two 8-key groups of the V tile, 2048 bytes
-                wg::mma_rs_mn<HD>(o, pa[kk], wg::desc(sbase + v_at(j & 1) + static_cast<uint32_t>(kk * 2048), kTChunk, 1024));
+            pv(pa, j & 1);
             wg::commit();
             wg::wait<0>();
             wg::fence_regs(o);
