@@ -51,14 +51,15 @@ bool prefill_fits() {
 }
 
 template <int HD, int MT>
-void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
-                       int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0, int n_head,
+                       int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     constexpr int smem = fa::smem_bytes<HD, MT>();
     if (!prefill_fits<HD, MT>())
         fail(MINFER_ERR_UNSUPPORTED,
              "CUDA prefill attention: head_dim %d needs %d bytes of shared memory per block, more than this GPU allows", HD, smem);
     const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
-    fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, kv);
+    fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim,
+                                                                              qscale, kv);
     check_launch("attention (prefill)");
 }
 
@@ -100,20 +101,24 @@ PrefillKernel prefill_kernel(int n) {
 }
 
 template <int HD>
-void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, int n, int pos0, int n_head, int group,
-                    int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0, int n_head,
+                    int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     if (reinterpret_cast<uintptr_t>(q) % 16 != 0)  // q is read in 16-byte pieces
         fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: q is not 16-byte aligned");
+    if (reinterpret_cast<uintptr_t>(out16) % 4 != 0)  // written in pairs
+        fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: the f16 output is not 4-byte aligned");
     switch (prefill_kernel<HD>(n)) {
         case PrefillKernel::kWgmma: {
             const auto grid = static_cast<unsigned>(faw::grid_size(n, n_head));
-            faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, kc, vc, out, n, pos0, n_head,
-                                                                                                     group, kv_dim, qscale, kv);
+            faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, kc, vc, out, out16, n, pos0,
+                                                                                                     n_head, group, kv_dim, qscale, kv);
             check_launch("attention (prefill, wgmma)");
             break;
         }
-        case PrefillKernel::kMma2: launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
-        case PrefillKernel::kMma1: launch_prefill_mt<HD, 1>(q, kc, vc, out, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
+        case PrefillKernel::kMma2:
+            launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+            break;
+        case PrefillKernel::kMma1: launch_prefill_mt<HD, 1>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
     }
 }
 
@@ -309,16 +314,17 @@ int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int ma
 }
 
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
-               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv) {
+               int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv,
+               __half* out16) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     const int group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     auto run = [&](auto p_tag) {
         constexpr int P = decltype(p_tag)::value;
         if (n == 1) {
             launch_decode<64 * P>(q, k_cache, v_cache, partial, out, pos0 + 1, 1, n_head, n_head_kv, log2_qscale(head_dim), stream,
-                                  pos_dev, kv, nullptr, DecodeXq{});
+                                  pos_dev, kv, out16, DecodeXq{});
         } else {
-            launch_prefill<64 * P>(q, k_cache, v_cache, out, n, pos0, n_head, group, kv_dim, log2_qscale(head_dim), stream, kv);
+            launch_prefill<64 * P>(q, k_cache, v_cache, out, out16, n, pos0, n_head, group, kv_dim, log2_qscale(head_dim), stream, kv);
         }
     };
     switch (head_dim) {

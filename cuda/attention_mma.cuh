@@ -53,11 +53,12 @@ inline int64_t grid_size(int n, int n_head) {
 }
 
 // q: [n][n_head * HD] f32; kc, vc: one layer's cache, rows kv_row(kv, 0, position), kv_dim = n_head_kv *
-// HD; out like q. Query head h reads KV head h / group. qscale = log2(e) / sqrt(HD).
+// HD; out like q, or with out16 given, out16 instead (f16: the output projection's GEMM input). Query head
+// h reads KV head h / group. qscale = log2(e) / sqrt(HD).
 template <int HD, int MT>
 __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float* q, const __half* kc, const __half* vc,
-                                                                     float* out, int n, int pos0, int n_head, int group,
-                                                                     int kv_dim, float qscale, KvMap kv) {
+                                                                     float* out, __half* out16, int n, int pos0, int n_head,
+                                                                     int group, int kv_dim, float qscale, KvMap kv) {
     static_assert(HD % 16 == 0 && kKeys % 16 == 0 && MT >= 1, "whole MMA tiles");
     constexpr int kRows = rows_per_cta<MT>();
     constexpr int S = row_stride<HD>();
@@ -226,11 +227,15 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
             const int tq = t0 + w0 + 16 * mt + g + 8 * r;
             if (!active || tq >= n) continue;
             const float inv = 1.0f / sum;
-            float* dst = out + tq * q_dim + int64_t{h} * HD + 2 * t;
+            const int64_t at = tq * q_dim + int64_t{h} * HD + 2 * t;
             #pragma unroll
             for (int dn = 0; dn < kNTiles; ++dn) {
-                dst[dn * 8] = o[mt][dn][2 * r] * inv;
-                dst[dn * 8 + 1] = o[mt][dn][2 * r + 1] * inv;
+                if (out16) {
+                    *reinterpret_cast<uint32_t*>(out16 + at + dn * 8) = mv::pack_f16x2(o[mt][dn][2 * r] * inv, o[mt][dn][2 * r + 1] * inv);
+                } else {
+                    out[at + dn * 8] = o[mt][dn][2 * r] * inv;
+                    out[at + dn * 8 + 1] = o[mt][dn][2 * r + 1] * inv;
+                }
             }
         }
     }

@@ -67,12 +67,14 @@ constexpr int smem_bytes() {
 inline int64_t grid_size(int n, int n_head) { return int64_t{(n + kRows - 1) / kRows} * n_head; }
 
 // Arguments as attn_prefill_mma_kernel's: q [n][n_head * HD] f32, kc / vc one layer's cache (rows
-// kv_row(kv, 0, position), kv_dim = n_head_kv * HD), out like q; qscale = log2(e) / sqrt(HD).
+// kv_row(kv, 0, position), kv_dim = n_head_kv * HD), out like q or, given out16, out16 instead (f16);
+// qscale = log2(e) / sqrt(HD).
 template <int HD>
 __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_wg_kernel(const float* q, const __half* kc,
-                                                                                           const __half* vc, float* out, int n,
-                                                                                           int pos0, int n_head, int group,
-                                                                                           int kv_dim, float qscale, KvMap kv) {
+                                                                                           const __half* vc, float* out,
+                                                                                           __half* out16, int n, int pos0,
+                                                                                           int n_head, int group, int kv_dim,
+                                                                                           float qscale, KvMap kv) {
 #if MINFER_WGMMA_BUILT
     static_assert(HD == 64 || HD == 128, "head_dim 64 or 128");
     constexpr int kQChunk = kRows * 128, kTChunk = kKeys * 128;  // bytes of a 64-dim column chunk of Q, of a tile
@@ -231,10 +233,14 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
         const int tq = row0 + 16 * warp + g + 8 * r;
         if (!active || tq >= n) continue;
         const float inv = 1.0f / sum;
-        float* dst = out + tq * q_dim + int64_t{h} * HD + 2 * t;
+        const int64_t at = tq * q_dim + int64_t{h} * HD + 2 * t;
         #pragma unroll
-        for (int i = 0; i < HD / 8; ++i)
-            *reinterpret_cast<float2*>(dst + 8 * i) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        for (int i = 0; i < HD / 8; ++i) {
+            if (out16)
+                *reinterpret_cast<uint32_t*>(out16 + at + 8 * i) = mv::pack_f16x2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+            else
+                *reinterpret_cast<float2*>(out + at + 8 * i) = make_float2(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+        }
     }
 #else
     __trap();  // never launched: cuda/attention.cu takes this kernel only where the sm_90a code runs

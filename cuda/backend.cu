@@ -22,6 +22,7 @@
 #include "cuda/model.cuh"
 #include "device/cuda_backend.h"
 #include "options/options.h"
+#include "quant/f16.h"
 #include "quant/quant.h"
 #include "quant/types.h"
 
@@ -247,17 +248,22 @@ PrefillGemm::PrefillGemm(device::CudaModel& m, const model::Config& c, int max_t
 
 PrefillGemm::~PrefillGemm() = default;
 
-__half* PrefillGemm::input16(const float* x, int n, int64_t cols) {
+__half* PrefillGemm::input16(const float* x, int n, int64_t cols, bool x_holds) {
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(cols) * sizeof(__half) > a16_.bytes())
         fail(MINFER_ERR_INTERNAL, "CUDA matmul: %d x %lld activations exceed the scratch", n, static_cast<long long>(cols));
-    last_x_ = x, last_n_ = n, last_cols_ = cols;
+    last_x_ = x, last_n_ = n, last_cols_ = cols, last_x_holds_ = x_holds;
     return a16_.as<__half>();
 }
 
 void PrefillGemm::prepare_input(const float* x, int n, int64_t cols, const char* name, bool same_input) {
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(cols) * sizeof(__half) > a16_.bytes())
         fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(cols));
-    if (!same_input || x != last_x_ || n != last_n_ || cols != last_cols_) to_f16(x, a16_.as<__half>(), int64_t{n} * cols, stream_);
+    if (!same_input || x != last_x_ || n != last_n_ || cols != last_cols_) {
+        if (x == last_x_ && !last_x_holds_)
+            fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: its input was written as an f16 copy alone, which this call cannot reuse", name);
+        to_f16(x, a16_.as<__half>(), int64_t{n} * cols, stream_);
+        last_x_holds_ = true;
+    }
     last_x_ = x, last_n_ = n, last_cols_ = cols;
 }
 
@@ -705,7 +711,7 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
 
 std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                           const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim,
-                                          bool force_mma, std::string* kernel) {
+                                          bool force_mma, std::string* kernel, bool f16_out) {
     if (n < 2) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_attention_prefill: n = %d (the prefill kernel takes two or more queries)", n);
     cuda::testing_hooks::attention_force_mma(force_mma);
     struct Restore {
@@ -715,21 +721,29 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
     cuda::Stream stream;
     const size_t out_floats = static_cast<size_t>(n) * static_cast<size_t>(n_head) * static_cast<size_t>(head_dim);
     DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(out_floats * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
-        dv(v16.size() * 2, nullptr, "V"), dpages(pages.size() * 4, nullptr, "page table");
+        dv(v16.size() * 2, nullptr, "V"), dpages(pages.size() * 4, nullptr, "page table"), dout16(f16_out ? out_floats * 2 : 0, nullptr, "out16");
     check(cudaMemcpy(dq.as<void>(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload q");
     check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");
     check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
     check(cudaMemcpy(dpages.as<void>(), pages.data(), pages.size() * 4, cudaMemcpyHostToDevice), "upload pages");
     check(cudaMemset(dout.as<void>(), 0xff, dout.bytes()), "poison out");
+    if (f16_out) check(cudaMemset(dout16.as<void>(), 0xff, dout16.bytes()), "poison out16");
     inputs_landed();
     cuda::KvMap map;
     map.pages = dpages.as<int32_t>();
     map.stride = static_cast<int>(pages.size());
     cuda::attention(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), n, pos0, n_head, n_head_kv, head_dim, nullptr,
-                    stream.get(), nullptr, map);
+                    stream.get(), nullptr, map, f16_out ? dout16.as<__half>() : nullptr);
     stream.sync("attention");
     std::vector<float> out(out_floats);
     check(cudaMemcpy(out.data(), dout.as<void>(), out_floats * 4, cudaMemcpyDeviceToHost), "download out");
+    if (!f16_out) return out;
+    // The f32 output must stay poisoned (NaN); the f16 one is returned as f32 values.
+    for (const float x : out)
+        if (!std::isnan(x)) fail(MINFER_ERR_INTERNAL, "cuda_attention_prefill: the f32 output was written beside the f16 one");
+    std::vector<uint16_t> bits(out_floats);
+    check(cudaMemcpy(bits.data(), dout16.as<void>(), out_floats * 2, cudaMemcpyDeviceToHost), "download out16");
+    for (size_t i = 0; i < out_floats; ++i) out[i] = quant::f16_to_f32(bits[i]);
     return out;
 }
 

@@ -45,10 +45,15 @@
 #include "engine/ops.h"
 #include "engine/testing.h"
 
-// A decode step of many sequences: the attention writes the output projection's f16 input itself (1), or
-// a conversion pass does (0; the A/B knob).
+// Several tokens (prefill chunks, decode steps of many sequences): the attention writes the output
+// projection's f16 input itself (1), or a conversion pass does (0; the A/B knob).
 #ifndef MINFER_ATT_F16_OUT
 #define MINFER_ATT_F16_OUT 1
+#endif
+// The RMSNorms before GEMMs write the GEMMs' f16 input alone (1), or also their f32 output, which nothing
+// then reads (0; the A/B knob).
+#ifndef MINFER_NORM_F16_ONLY
+#define MINFER_NORM_F16_ONLY 1
 #endif
 // A decode step whose output projection takes the int8 mat-vec: the attention (or its combine) writes the
 // quantized input itself (1), or a quantize_x launch does (0; the A/B knob).
@@ -449,8 +454,10 @@ private:
             // few: the int8 copies when every weight of the group has the int8 path, else the f16 copy.
             const bool qkv_few = few && i8(L.wq) && i8(L.wk) && i8(L.wv);
             const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
-            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, xb, s(), single || qkv_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           qkv_xq ? xq : nullptr);
+            // The GEMMs read the f16 copy alone: no f32 output then (MINFER_NORM_F16_ONLY).
+            const bool qkv16 = !single && !qkv_few;
+            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb, s(),
+                           qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, qkv_xq ? xq : nullptr);
             cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
@@ -462,9 +469,9 @@ private:
             }
             cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
-            // A decode step of many sequences (every run one token) whose output projection takes the GEMM:
-            // the attention writes the GEMM's f16 input itself.
-            __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) && all_rows ? gemm_->input16(att, n, q_dim_) : nullptr;
+            // Several tokens whose output projection takes the GEMM: the attention writes the GEMM's f16 input
+            // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies).
+            __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
             // ... and where it takes the int8 mat-vec, its int8 input (no quantize_x launch).
             void* att_xq = MINFER_ATT_XQ_OUT && i8(L.wo) && all_rows ? xq : nullptr;
             for (size_t r = 0; r < runs.size();) {
@@ -474,7 +481,7 @@ private:
                     one.slot = nullptr;
                     one.slot0 = run.slot;
                     cuda::attention(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, run.n, run.pos0, c.n_head, c.n_head_kv,
-                                    c.head_dim, partial_.as<float>(), s(), nullptr, one);
+                                    c.head_dim, partial_.as<float>(), s(), nullptr, one, att16 ? att16 + run.begin * q_dim_ : nullptr);
                     ++r;
                     continue;
                 }
@@ -496,8 +503,9 @@ private:
 
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
             const bool gate_up_xq = single ? i8(L.gate) || i8(L.up) : gate_up_few;
-            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, xb, s(), single || gate_up_few ? nullptr : gemm_->input16(xb, n, c.n_embd),
-                           gate_up_xq ? xq : nullptr);
+            const bool gate_up16 = !single && !gate_up_few;
+            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb, s(),
+                           gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
@@ -521,7 +529,7 @@ private:
                     cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);
                     cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
                 } else {
-                    cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, gemm_->input16(gate, n, c.n_ff), s());
+                    cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, gemm_->input16(gate, n, c.n_ff, false), s());
                     matmul(L.down, gate, x, true, true);  // x += W_down h
                 }
             }

@@ -97,7 +97,8 @@ void gemm_narrow_quant(const __half* x, int m, int64_t k, int nseg, const quant:
 void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, int n, int k, cudaStream_t stream,
                 bool accumulate = false);
 
-// out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives). xq
+// out16 (optional, 16-byte aligned): also writes each result as f16 (what to_f16 of out gives); with it,
+// out may be null (only the f16 copy is written, for a GEMM that reads nothing else). xq
 // (optional; dim a multiple of 32): also writes each row quantized as quantize_x would (matvec_xq_bytes(dim)
 // bytes per row).
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
@@ -143,10 +144,11 @@ bool attention_head_dim_supported(int head_dim);
 int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int max_rows);
 // pos_dev (decode only, n = 1): the query's position is read on the device (*pos_dev; pos0 is ignored),
 // the launch covers the most chunks any length gets and the kernels find the split themselves, so one
-// launch serves every position (a CUDA graph replays it).
+// launch serves every position (a CUDA graph replays it). out16 (optional, like out in f16): n > 1, the
+// output is written there instead of out (the output projection's GEMM input); n = 1, there as well.
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr,
-               const KvMap& kv = KvMap{});
+               const KvMap& kv = KvMap{}, __half* out16 = nullptr);
 // The kernel `attention` takes for n > 1 queries of head_dim on this device: "wgmma" (sm_90a, cuda/
 // attention_wg.cuh), "mma.sync, 2 row tiles" or "mma.sync, 1 row tile" (cuda/attention_mma.cuh).
 const char* attention_prefill_kernel(int head_dim, int n);

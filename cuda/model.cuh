@@ -223,8 +223,10 @@ public:
     // (MINFER_GEMM_CONCAT, _NARROW); false, having done nothing, otherwise.
     bool run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
-    // SwiGLU product): the next run() with same_input and this x reads it as it stands.
-    __half* input16(const float* x, int n, int64_t cols);
+    // SwiGLU product): the next run() with same_input and this x reads it as it stands. x_holds: x itself
+    // holds the values too (false: x only names the copy, as the SwiGLU product's gate or a norm that wrote
+    // the f16 copy alone; a later call that would have to convert x again fails instead of reading it).
+    __half* input16(const float* x, int n, int64_t cols, bool x_holds);
     // Whether run() takes n tokens of this weight through the narrow GEMM on its quantized blocks.
     bool narrow_quant(quant::Type type, const void* w, int n, int64_t cols) const {
         if (MINFER_GEMM_NARROW_QUANT == 0 || !narrow(n) || !gemm_narrow_quant_supports(type, cols)) return false;
@@ -234,6 +236,7 @@ public:
 private:
     static constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;  // what cuBLAS asks for on Hopper
     void prepare_input(const float* x, int n, int64_t cols, const char* name, bool same_input);
+    bool last_x_holds_ = true;  // input16's x_holds for last_x_
     // The f16 weight in memory without a dequantization pass (f16 weights, the f16 cache), or null.
     const __half* f16_weight(quant::Type type, const void* w) const;
     bool narrow(int n) const { return n <= kNarrowMax && narrow_.ws != nullptr; }

@@ -78,11 +78,14 @@ std::vector<double> reference(const Case& cs, const std::vector<float>& q, const
         [&](int p, int kvh, int d) { return at(c.v, p, kvh, d); });
 }
 
+// f16: the kernel's f16 output (out16; out must stay untouched), returned as f32 values.
 template <int HD, int MT>
-std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache& c, const Config& cfg) {
+std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache& c, const Config& cfg, bool f16 = false) {
     const size_t n_out = static_cast<size_t>(cs.n) * static_cast<size_t>(cs.n_head) * HD;
     std::vector<float> out(n_out + 64, std::nanf(""));
     for (size_t i = n_out; i < out.size(); ++i) out[i] = 12345.0f;
+    std::vector<__half> out16(f16 ? n_out + 64 : 0, __half{0x7e00});
+    for (size_t i = n_out; i < out16.size(); ++i) out16[i].bits = 12345;
     mv_emu::readable = {{q.data(), q.size() * sizeof(float)},
                         {c.k.data(), c.k.size() * 2},
                         {c.v.data(), c.v.size() * 2},
@@ -95,12 +98,17 @@ std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache&
     const auto* vc = reinterpret_cast<const __half*>(c.v.data());
     const size_t smem = static_cast<size_t>(fa::smem_bytes<HD, MT>());
     emu_test::launch(fa::grid_size<MT>(cs.n, cs.n_head), fa::kThreads, smem, cfg, [&] {
-        fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv, c.kv_dim,
+        fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), f16 ? out16.data() : nullptr, cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv, c.kv_dim,
                                             qscale, kv);
     });
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
     out.resize(n_out);
+    if (!f16) return out;
+    REQUIRE_MESSAGE(std::all_of(out.begin(), out.end(), [](float v) { return std::isnan(v); }), "f32 output written beside the f16 one");
+    REQUIRE_MESSAGE(std::all_of(out16.begin() + static_cast<std::ptrdiff_t>(n_out), out16.end(), [](__half v) { return v.bits == 12345; }),
+                    "f16 output written past its end");
+    for (size_t i = 0; i < n_out; ++i) out[i] = quant::f16_to_f32(out16[i].bits);
     return out;
 }
 
@@ -140,6 +148,12 @@ TEST_CASE("prefill attention (tensor cores, emulated): against a float64 attenti
                 const double err = rel_l2(out, ref);
                 MESSAGE("rel L2 " << err);
                 CHECK(err < 1e-3);
+                // The f16 output (the output projection's input) is the f32 output rounded, element for element.
+                const auto out16 = cs.hd == 64 ? (mt == 1 ? run<64, 1>(cs, q, c, cfg, true) : run<64, 2>(cs, q, c, cfg, true))
+                                               : (mt == 1 ? run<128, 1>(cs, q, c, cfg, true) : run<128, 2>(cs, q, c, cfg, true));
+                size_t bad = 0;
+                for (size_t i = 0; i < out.size(); ++i) bad += out16[i] != quant::f16_to_f32(quant::f32_to_f16(out[i]));
+                CHECK(bad == 0);
             }
         }
     }

@@ -1255,6 +1255,12 @@ TEST_SUITE("cuda") {
                 const double err = rel_l2(out, ref);
                 MESSAGE("prefill attention (" << kernel << ") rel L2 " << err);
                 CHECK(err < 1e-3);
+                // Its f16 output (the output projection's input in a forward) is the f32 output rounded.
+                const std::vector<float> out16 = device::testing::cuda_attention_prefill(q, k16, v16, pages, sh.n, sh.pos0, sh.n_head,
+                                                                                         sh.n_head_kv, sh.hd, force_mma, nullptr, true);
+                size_t bad = 0;
+                for (size_t i = 0; i < out.size(); ++i) bad += out16[i] != quant::f16_to_f32(quant::f32_to_f16(out[i]));
+                CHECK(bad == 0);
                 if (!hopper) break;  // the same kernel again
             }
         }

@@ -176,10 +176,11 @@ std::vector<float> cuda_attention_decode(const std::vector<float>& q, const std:
 // The prefill attention of n queries (q: [n][n_head * head_dim], token t at position pos0 + t) over the
 // positions 0 .. pos0 + n - 1 of one sequence in a paged cache (k16, v16: [pool rows][n_head_kv *
 // head_dim] f16 bit patterns; pages: its page table, pages of 16 rows); the output is poisoned first.
-// force_mma: the mma.sync kernels even where the wgmma kernel runs; kernel: receives the kernel's name.
+// force_mma: the mma.sync kernels even where the wgmma kernel runs; kernel: receives the kernel's name;
+// f16_out: the kernel writes its f16 output (the output projection's input) alone, returned as f32 values.
 std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std::vector<uint16_t>& k16, const std::vector<uint16_t>& v16,
                                           const std::vector<int32_t>& pages, int n, int pos0, int n_head, int n_head_kv, int head_dim,
-                                          bool force_mma = false, std::string* kernel = nullptr);
+                                          bool force_mma = false, std::string* kernel = nullptr, bool f16_out = false);
 // The decode attention of `rows` sequences in one launch over a paged cache (k16, v16: [pool rows]
 // [n_head_kv * head_dim]): row r's query q[r] (q: [rows][n_head * head_dim]) at position pos[r] of the
 // sequence whose page table is pages[r * stride ..] (pages of 16 cache rows). Outputs poisoned first.

@@ -68,7 +68,7 @@ std::vector<float> device::testing::cuda_attention_decode_rows(const std::vector
 }
 std::vector<float> device::testing::cuda_attention_prefill(const std::vector<float>&, const std::vector<uint16_t>&,
                                                            const std::vector<uint16_t>&, const std::vector<int32_t>&, int, int, int, int,
-                                                           int, bool, std::string*) {
+                                                           int, bool, std::string*, bool) {
     no_cuda();
 }
 
