@@ -52,6 +52,20 @@ inline int64_t grid_size(int n, int n_head) {
     return int64_t{(n + rows_per_cta<MT>() - 1) / rows_per_cta<MT>()} * n_head;
 }
 
+// What a prefill CTA of `rows` consecutive queries of one head takes (blockIdx.x): heads fastest, the last
+// query tiles (the most keys) first. Shared with the warpgroup-MMA kernel (cuda/attention_wg.cuh).
+struct PrefillCta {
+    int h, kvh;  // the query head and its KV head
+    int t0;      // the first query
+    int last;    // the last key any query of the CTA sees
+};
+__device__ __forceinline__ PrefillCta prefill_cta(int rows, int n, int pos0, int n_head, int group) {
+    const int q_tiles = (n + rows - 1) / rows;
+    const int h = static_cast<int>(blockIdx.x) % n_head;
+    const int t0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / n_head) * rows;
+    return {h, h / group, t0, pos0 + min(n, t0 + rows) - 1};
+}
+
 // q: [n][n_head * HD] f32; kc, vc: one layer's cache, rows kv_row(kv, 0, position), kv_dim = n_head_kv *
 // HD; out like q, or with out16 given, out16 instead (f16: the output projection's GEMM input). Query head
 // h reads KV head h / group. qscale = log2(e) / sqrt(HD).
@@ -67,11 +81,8 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
     constexpr int kKTiles = kKeys / 8;  // n-tiles of Q K^T
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int g = lane >> 2, t = lane & 3;
-    // Heads fastest; the last query tiles (the most keys) first.
-    const int q_tiles = (n + kRows - 1) / kRows;
-    const int h = static_cast<int>(blockIdx.x) % n_head, kvh = h / group;
-    const int t0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / n_head) * kRows;
-    const int last = pos0 + min(n, t0 + kRows) - 1;  // the last key any query of the CTA sees
+    const PrefillCta cta = prefill_cta(kRows, n, pos0, n_head, group);
+    const int h = cta.h, kvh = cta.kvh, t0 = cta.t0, last = cta.last;
     const int64_t q_dim = int64_t{n_head} * HD;
 
     auto* sm = reinterpret_cast<uint16_t*>(mv::mv_smem);
@@ -228,11 +239,13 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
             if (!active || tq >= n) continue;
             const float inv = 1.0f / sum;
             const int64_t at = tq * q_dim + int64_t{h} * HD + 2 * t;
-            #pragma unroll
-            for (int dn = 0; dn < kNTiles; ++dn) {
-                if (out16) {
+            if (out16) {
+                #pragma unroll
+                for (int dn = 0; dn < kNTiles; ++dn)
                     *reinterpret_cast<uint32_t*>(out16 + at + dn * 8) = mv::pack_f16x2(o[mt][dn][2 * r] * inv, o[mt][dn][2 * r + 1] * inv);
-                } else {
+            } else {
+                #pragma unroll
+                for (int dn = 0; dn < kNTiles; ++dn) {
                     out[at + dn * 8] = o[mt][dn][2 * r] * inv;
                     out[at + dn * 8 + 1] = o[mt][dn][2 * r + 1] * inv;
                 }

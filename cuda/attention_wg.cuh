@@ -28,6 +28,7 @@
 #include <cstdint>
 
 #include "cuda/matvec_ptx.cuh"  // first: CUDA; cp.async, pack_f16x2, the dynamic shared memory
+#include "cuda/attention_mma.cuh"  // fa::prefill_cta
 #include "cuda/kv_map.cuh"
 #include "cuda/wgmma.cuh"
 
@@ -80,11 +81,8 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
     constexpr int kQChunk = kRows * 128, kTChunk = kKeys * 128;  // bytes of a 64-dim column chunk of Q, of a tile
     const int tid = static_cast<int>(threadIdx.x), grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;
-    // Heads fastest; the last query tiles (the most keys) first.
-    const int q_tiles = (n + kRows - 1) / kRows;
-    const int h = static_cast<int>(blockIdx.x) % n_head, kvh = h / group;
-    const int t0 = (q_tiles - 1 - static_cast<int>(blockIdx.x) / n_head) * kRows;
-    const int last = pos0 + min(n, t0 + kRows) - 1;  // the last key any query of the CTA sees
+    const fa::PrefillCta cta = fa::prefill_cta(kRows, n, pos0, n_head, group);
+    const int h = cta.h, kvh = cta.kvh, t0 = cta.t0, last = cta.last;
     const int64_t q_dim = int64_t{n_head} * HD;
 
     const uint32_t s0 = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
