@@ -63,13 +63,16 @@ void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float
     check_launch("attention (prefill)");
 }
 
-// The warpgroup-MMA kernel (cuda/attention_wg.cuh) where it can run: a compute capability 9.0 GPU running
-// the sm_90a code of this build (the kernel's binary version 90: meson's cuda-arch 90 builds sm_90a, and
-// a compute_90 PTX JIT-compiled for another GPU reports that GPU's version), and its shared memory fits.
-// -DMINFER_ATTN_WGMMA=0 keeps the mma.sync kernel (the A/B knob).
+// The warpgroup-MMA kernel (cuda/attention_wg.cuh) where it can run: a compute capability 9.0 GPU whose
+// loaded image of this file has the wgmma code (the image of g_wgmma_built says so: 1 in the sm_90a device
+// pass alone; a PTX JIT-compiled for the GPU, from compute_80 or compute_90, has 0 and a kernel body that
+// traps), and its shared memory fits. Decided on the first call (the forward's constructor makes it, so
+// that it never falls inside a graph capture). -DMINFER_ATTN_WGMMA=0 keeps mma.sync (the A/B knob).
 #ifndef MINFER_ATTN_WGMMA
 #define MINFER_ATTN_WGMMA 1
 #endif
+__device__ int g_wgmma_built = MINFER_WGMMA_BUILT;
+
 template <int HD>
 bool prefill_wg_usable() {
     static const bool usable = [] {
@@ -79,12 +82,12 @@ bool prefill_wg_usable() {
         check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
         check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
         if (major != 9 || minor != 0) return false;
-        cudaFuncAttributes attr{};
-        if (cudaFuncGetAttributes(&attr, faw::attn_prefill_wg_kernel<HD>) != cudaSuccess) {
-            (void)cudaGetLastError();  // no image of the kernel for this GPU: not an error of the call
+        int built = 0;
+        if (cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof built) != cudaSuccess) {
+            (void)cudaGetLastError();  // no image of this file for the GPU: not an error of the call
             return false;
         }
-        return attr.binaryVersion == 90 &&
+        return built == 1 &&
                raise_smem_limit(faw::attn_prefill_wg_kernel<HD>, faw::smem_bytes<HD>(), "prefill attention (wgmma) shared memory");
     }();
     return usable;
@@ -109,6 +112,8 @@ void launch_prefill(const float* q, const __half* kc, const __half* vc, float* o
         fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: the f16 output is not 4-byte aligned");
     switch (prefill_kernel<HD>(n)) {
         case PrefillKernel::kWgmma: {
+            if (!out16 && reinterpret_cast<uintptr_t>(out) % 8 != 0)  // written in float pairs
+                fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: out is not 8-byte aligned");
             const auto grid = static_cast<unsigned>(faw::grid_size(n, n_head));
             faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, kc, vc, out, out16, n, pos0,
                                                                                                      n_head, group, kv_dim, qscale, kv);
@@ -304,6 +309,7 @@ const char* attention_prefill_kernel(int head_dim, int n) {
 
 namespace testing_hooks {
 void attention_force_mma(bool on) { g_force_mma.store(on, std::memory_order_relaxed); }
+bool attention_wgmma_knob() { return MINFER_ATTN_WGMMA != 0; }
 }  // namespace testing_hooks
 
 int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int max_rows) {

@@ -40,11 +40,13 @@ namespace minfer::cuda::faw {
 #ifndef MINFER_FAW_GROUPS
 #define MINFER_FAW_GROUPS 2
 #endif
-// Two CTAs an SM (128 registers a thread: the head_dim-128 kernel fits them without spilling; its 97 KiB of
-// shared memory twice): the warpgroups of one CTA wait at its barriers, those of the other run meanwhile.
-// Measured against 1: 0.105 against 0.131 ms at 2,048 tokens of the 7B's shape (docs/perf.md).
+// Two CTAs an SM (128 registers a thread: the head_dim-128 kernel fits them without spilling, at exactly
+// 128, so an edit that needs more spills under this bound: check `-Xptxas -v`; its 97 KiB of shared memory
+// twice): the warpgroups of one CTA wait at its barriers, those of the other run meanwhile. Measured
+// against 1: 0.105 against 0.131 ms at 2,048 tokens of the 7B's shape (docs/perf.md). 128-key tiles or a
+// third warpgroup fit one CTA an SM only (registers and shared memory), so they default to 1.
 #ifndef MINFER_FAW_MIN_BLOCKS
-#define MINFER_FAW_MIN_BLOCKS 2
+#define MINFER_FAW_MIN_BLOCKS (MINFER_FAW_KEYS == 64 && MINFER_FAW_GROUPS <= 2 ? 2 : 1)
 #endif
 static_assert(MINFER_FAW_KEYS == 64 || MINFER_FAW_KEYS == 128, "key tiles of 64 or 128");
 static_assert(MINFER_FAW_GROUPS >= 1 && MINFER_FAW_GROUPS <= 4, "1 to 4 warpgroups a CTA");
@@ -213,6 +215,8 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
             softmax(s, j, alpha);
             rescale(alpha);
             pack(pa, s);
+            #pragma unroll
+            for (auto& a : pa) wg::fence_regs(a);
             wg::fence_regs(o);
             wg::fence();
             pv(pa, j & 1);

@@ -259,7 +259,9 @@ void PrefillGemm::prepare_input(const float* x, int n, int64_t cols, const char*
     if (static_cast<uint64_t>(n) * static_cast<uint64_t>(cols) * sizeof(__half) > a16_.bytes())
         fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: %d x %lld activations exceed the scratch", name, n, static_cast<long long>(cols));
     if (!same_input || x != last_x_ || n != last_n_ || cols != last_cols_) {
-        if (x == last_x_ && !last_x_holds_)
+        // A caller that meant to reuse the f16 copy of an x that holds no values of its own (same_input;
+        // without it, x has been written since and is converted as it stands).
+        if (same_input && x == last_x_ && !last_x_holds_)
             fail(MINFER_ERR_INTERNAL, "CUDA matmul %s: its input was written as an f16 copy alone, which this call cannot reuse", name);
         to_f16(x, a16_.as<__half>(), int64_t{n} * cols, stream_);
         last_x_holds_ = true;
@@ -624,6 +626,8 @@ void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) { cuda::testi
 
 bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_int8_supported(static_cast<quant::Type>(type), ncols); }
 
+bool cuda_attention_wgmma_knob() { return cuda::testing_hooks::attention_wgmma_knob(); }
+
 int cuda_compute_capability() {
     int dev = 0, major = 0, minor = 0;
     check(cudaGetDevice(&dev), "cudaGetDevice");
@@ -720,8 +724,10 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
     if (kernel) *kernel = cuda::attention_prefill_kernel(head_dim, n);
     cuda::Stream stream;
     const size_t out_floats = static_cast<size_t>(n) * static_cast<size_t>(n_head) * static_cast<size_t>(head_dim);
-    DeviceMemory dq(q.size() * 4, nullptr, "q"), dout(out_floats * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
-        dv(v16.size() * 2, nullptr, "V"), dpages(pages.size() * 4, nullptr, "page table"), dout16(f16_out ? out_floats * 2 : 0, nullptr, "out16");
+    constexpr size_t kTail = 64;  // poisoned elements past each output, which must stay so
+    DeviceMemory dq(q.size() * 4, nullptr, "q"), dout((out_floats + kTail) * 4, nullptr, "out"), dk(k16.size() * 2, nullptr, "K"),
+        dv(v16.size() * 2, nullptr, "V"), dpages(pages.size() * 4, nullptr, "page table"),
+        dout16(f16_out ? (out_floats + kTail) * 2 : 0, nullptr, "out16");
     check(cudaMemcpy(dq.as<void>(), q.data(), q.size() * 4, cudaMemcpyHostToDevice), "upload q");
     check(cudaMemcpy(dk.as<void>(), k16.data(), k16.size() * 2, cudaMemcpyHostToDevice), "upload K");
     check(cudaMemcpy(dv.as<void>(), v16.data(), v16.size() * 2, cudaMemcpyHostToDevice), "upload V");
@@ -735,14 +741,19 @@ std::vector<float> cuda_attention_prefill(const std::vector<float>& q, const std
     cuda::attention(dq.as<float>(), dk.as<__half>(), dv.as<__half>(), dout.as<float>(), n, pos0, n_head, n_head_kv, head_dim, nullptr,
                     stream.get(), nullptr, map, f16_out ? dout16.as<__half>() : nullptr);
     stream.sync("attention");
-    std::vector<float> out(out_floats);
-    check(cudaMemcpy(out.data(), dout.as<void>(), out_floats * 4, cudaMemcpyDeviceToHost), "download out");
+    std::vector<float> out(out_floats + kTail);
+    check(cudaMemcpy(out.data(), dout.as<void>(), out.size() * 4, cudaMemcpyDeviceToHost), "download out");
+    for (size_t i = out_floats; i < out.size(); ++i)
+        if (!std::isnan(out[i])) fail(MINFER_ERR_INTERNAL, "cuda_attention_prefill: written past the end of the output");
+    out.resize(out_floats);
     if (!f16_out) return out;
     // The f32 output must stay poisoned (NaN); the f16 one is returned as f32 values.
     for (const float x : out)
         if (!std::isnan(x)) fail(MINFER_ERR_INTERNAL, "cuda_attention_prefill: the f32 output was written beside the f16 one");
-    std::vector<uint16_t> bits(out_floats);
-    check(cudaMemcpy(bits.data(), dout16.as<void>(), out_floats * 2, cudaMemcpyDeviceToHost), "download out16");
+    std::vector<uint16_t> bits(out_floats + kTail);
+    check(cudaMemcpy(bits.data(), dout16.as<void>(), bits.size() * 2, cudaMemcpyDeviceToHost), "download out16");
+    for (size_t i = out_floats; i < bits.size(); ++i)
+        if (bits[i] != 0xffff) fail(MINFER_ERR_INTERNAL, "cuda_attention_prefill: written past the end of the f16 output");
     for (size_t i = 0; i < out_floats; ++i) out[i] = quant::f16_to_f32(bits[i]);
     return out;
 }

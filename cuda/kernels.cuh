@@ -155,6 +155,8 @@ const char* attention_prefill_kernel(int head_dim, int n);
 namespace testing_hooks {
 // The mma.sync kernels even where the wgmma kernel runs (so the tests check both on a Hopper GPU).
 void attention_force_mma(bool on);
+// Whether this build lets the wgmma kernel run at all (-DMINFER_ATTN_WGMMA).
+bool attention_wgmma_knob();
 }  // namespace testing_hooks
 // Decode attention of `rows` tokens, each the newest of its own sequence: row r (q and out rows r, as
 // above) is at position pos_dev[r] of slot kv.slot[r] (both on the device) and attends to its positions

@@ -225,7 +225,8 @@ public:
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands. x_holds: x itself
     // holds the values too (false: x only names the copy, as the SwiGLU product's gate or a norm that wrote
-    // the f16 copy alone; a later call that would have to convert x again fails instead of reading it).
+    // the f16 copy alone; a later call with same_input that would have to convert x again, its n or cols
+    // differing, fails instead of reading it).
     __half* input16(const float* x, int n, int64_t cols, bool x_holds);
     // Whether run() takes n tokens of this weight through the narrow GEMM on its quantized blocks.
     bool narrow_quant(quant::Type type, const void* w, int n, int64_t cols) const {

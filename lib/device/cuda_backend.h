@@ -157,6 +157,8 @@ void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs);
 uint64_t cuda_free_bytes();
 // The current device's compute capability, major * 10 + minor (90 for an H100 or H200).
 int cuda_compute_capability();
+// Whether this build lets the prefill attention's wgmma kernel run (-DMINFER_ATTN_WGMMA, default on).
+bool cuda_attention_wgmma_knob();
 // Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).
 bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode

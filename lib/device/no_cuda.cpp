@@ -45,6 +45,7 @@ std::vector<float> device::testing::cuda_gemm_f16(const std::vector<uint16_t>&, 
 }
 uint64_t device::testing::cuda_free_bytes() { no_cuda(); }
 int device::testing::cuda_compute_capability() { no_cuda(); }
+bool device::testing::cuda_attention_wgmma_knob() { no_cuda(); }
 bool device::testing::cuda_matvec_int8_supported(int32_t, int) { no_cuda(); }
 std::vector<float> device::testing::cuda_matvec(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, bool) {
     no_cuda();
