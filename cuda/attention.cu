@@ -83,10 +83,12 @@ bool prefill_wg_usable() {
         check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
         if (major != 9 || minor != 0) return false;
         int built = 0;
-        if (cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof built) != cudaSuccess) {
+        const cudaError_t e = cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof built);
+        if (e == cudaErrorInvalidSymbol || e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
             (void)cudaGetLastError();  // no image of this file for the GPU: not an error of the call
             return false;
         }
+        check(e, "reading the prefill attention's build flag");  // any other error is the device's, and a status
         return built == 1 &&
                raise_smem_limit(faw::attn_prefill_wg_kernel<HD>, faw::smem_bytes<HD>(), "prefill attention (wgmma) shared memory");
     }();

@@ -150,7 +150,7 @@ public:
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
         // The prefill attention's choice of kernel is made once per process, on its first call; made here,
         // it never falls inside a graph capture (it reads a device symbol).
-        if (max_tokens_ > 1 && cuda::attention_head_dim_supported(c.head_dim)) (void)cuda::attention_prefill_kernel(c.head_dim, 2 * 64 + 1);
+        if (cuda::attention_head_dim_supported(c.head_dim)) (void)cuda::attention_prefill_kernel(c.head_dim, max_tokens_);
 
         auto vec = [&](const gguf::TensorInfo* t) { return t ? static_cast<const float*>(m_->device_of(engine::Weight::of(t))) : nullptr; };
         auto mat = [&](const gguf::TensorInfo* t) {
