@@ -76,12 +76,7 @@ __device__ int g_wgmma_built = MINFER_WGMMA_BUILT;
 template <int HD>
 bool prefill_wg_usable() {
     static const bool usable = [] {
-        if (!MINFER_ATTN_WGMMA) return false;
-        int dev = 0, major = 0, minor = 0;
-        check(cudaGetDevice(&dev), "cudaGetDevice");
-        check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-        check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
-        if (major != 9 || minor != 0) return false;
+        if (!MINFER_ATTN_WGMMA || compute_capability() != 90) return false;
         int built = 0;
         const cudaError_t e = cudaMemcpyFromSymbol(&built, g_wgmma_built, sizeof built);
         if (e == cudaErrorInvalidSymbol || e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction) {
@@ -100,9 +95,9 @@ std::atomic<bool> g_force_mma{false};  // testing_hooks::attention_force_mma
 enum class PrefillKernel { kWgmma, kMma2, kMma1 };
 template <int HD>
 PrefillKernel prefill_kernel(int n) {
-    if (n > fa::rows_per_cta<1>() && !g_force_mma.load(std::memory_order_relaxed) && prefill_wg_usable<HD>()) return PrefillKernel::kWgmma;
-    if (n > fa::rows_per_cta<1>() && prefill_fits<HD, MINFER_FA_MTILES>()) return MINFER_FA_MTILES == 2 ? PrefillKernel::kMma2 : PrefillKernel::kMma1;
-    return PrefillKernel::kMma1;
+    if (n <= fa::rows_per_cta<1>()) return PrefillKernel::kMma1;  // a chunk of one row tile a warp at most
+    if (!g_force_mma.load(std::memory_order_relaxed) && prefill_wg_usable<HD>()) return PrefillKernel::kWgmma;
+    return MINFER_FA_MTILES == 2 && prefill_fits<HD, MINFER_FA_MTILES>() ? PrefillKernel::kMma2 : PrefillKernel::kMma1;
 }
 
 template <int HD>

@@ -36,6 +36,14 @@ void check(cudaError_t err, const char* what) {
     fail(MINFER_ERR_DEVICE, "%s: %s: %s", what, cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
+int compute_capability() {
+    int dev = 0, major = 0, minor = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+    return 10 * major + minor;
+}
+
 int sm_count() {
     static const int n = [] {
         int dev = 0, v = 0;
@@ -628,13 +636,7 @@ bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_i
 
 bool cuda_attention_wgmma_knob() { return cuda::testing_hooks::attention_wgmma_knob(); }
 
-int cuda_compute_capability() {
-    int dev = 0, major = 0, minor = 0;
-    check(cudaGetDevice(&dev), "cudaGetDevice");
-    check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-    check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
-    return 10 * major + minor;
-}
+int cuda_compute_capability() { return cuda::compute_capability(); }
 
 uint64_t cuda_free_bytes() {
     size_t free_b = 0, total_b = 0;

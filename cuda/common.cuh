@@ -23,6 +23,9 @@ inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel)
 // SMs of the current device, read once (132 on the H200); 132 when the query fails. The value only
 // steers how work is split, and every caller sees the same one.
 int sm_count();
+// The current device's compute capability, major * 10 + minor (90 on an H100 or H200); a failed query
+// is a status.
+int compute_capability();
 
 inline unsigned blocks_for(int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
