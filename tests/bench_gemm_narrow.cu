@@ -34,16 +34,6 @@ struct Group {
     int64_t k;
 };
 
-std::vector<int> parse_list(const std::string& s) {
-    std::vector<int> v;
-    for (size_t at = 0; at <= s.size();) {
-        const size_t comma = std::min(s.find(',', at), s.size());
-        v.push_back(std::atoi(s.substr(at, comma - at).c_str()));
-        at = comma + 1;
-    }
-    return v;
-}
-
 }  // namespace
 
 int run(int argc, char** argv) {
@@ -51,7 +41,7 @@ int run(int argc, char** argv) {
     int reps = 20;
     const char* only = "";  // groups whose name contains this
     for (int i = 1; i < argc; ++i) {
-        if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = parse_list(argv[++i]);
+        if (!std::strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = bench::int_list(argv[++i]);
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
