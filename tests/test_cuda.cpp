@@ -913,12 +913,29 @@ TEST_SUITE("cuda") {
             }
     }
 
-    // Prompts of 1, 17, 512 and 2,100 tokens in one call each (the 2,100 in two chunks the backend picks
-    // itself past its 2,048-token chunk), and the 2,100 fed as 1,000 + 1,100 (the second call continuing
-    // from the cache), against the float64 reference: the tensor-core prefill attention over many key
-    // tiles and query tiles, through whole models (the 1-token prompt takes the decode path). Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention
-    // and the GEMM inputs do not depend on the weight type; the test above covers every type at 108 tokens).
-    TEST_CASE("whole models: prompts of 1, 17, 512 and 2,100 tokens, in one call and in two, against float64") {
+    // Prompts of 1, 17, 512 and 2,100 tokens in one call each, and the 2,100 fed as 1,000 + 1,100 (the
+    // second call continuing from the cache), against the float64 reference: the tensor-core prefill
+    // attention over many key tiles and query tiles, through whole models (the 1-token prompt takes the
+    // decode path). Each context's forward passes are as long as the prompt (prefill_chunk=0 on the H200:
+    // its scratch is far below an eighth of the free memory), then, with prefill_chunk=1000, the 2,100
+    // tokens go as passes of 1,000 + 1,000 + 100 (and 1,000 + 1,000 + 100 again when fed as 1,000 +
+    // 1,100): chunks over the keys of earlier chunks. The info log line of each context creation says the
+    // length the runner took. Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention and the GEMM inputs do
+    // not depend on the weight type; the test above covers every type at 108 tokens).
+    TEST_CASE("whole models: prompts of 1, 17, 512 and 2,100 tokens, in one call and in two, in passes of 1,000, against float64") {
+        static std::vector<std::string> lines;
+        minfer_set_log_callback([](minfer_log_level, const char* msg, void*) { lines.emplace_back(msg); }, nullptr);
+        struct Unset {
+            ~Unset() { minfer_set_log_callback(nullptr, nullptr); }
+        } unset;
+        // The tokens of the forward passes a context creation logged ("... forward passes of up to N tokens").
+        auto passes_logged = [] {
+            int n = -1;
+            for (const std::string& l : lines)
+                if (const size_t at = l.find("forward passes of up to "); at != std::string::npos) n = std::atoi(l.c_str() + at + 24);
+            lines.clear();
+            return n;
+        };
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
             for (const std::string mix : {"f16", "q8_0", "q4_K_M"}) {
                 CAPTURE(preset);
@@ -934,7 +951,9 @@ TEST_SUITE("cuda") {
                 for (size_t n : {size_t{1}, size_t{17}, size_t{512}, size_t{2100}}) {
                     CAPTURE(n);
                     minfer_context* c = nullptr;
+                    lines.clear();
                     REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                    CHECK(passes_logged() == 2200);
                     REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), n) == MINFER_OK, minfer_last_error());
                     const auto ref = test::ref::logits(*file, std::vector<int32_t>(toks.begin(), toks.begin() + static_cast<long>(n)));
                     const double err = rel_l2(logits_of(c, n_vocab), ref);
@@ -943,14 +962,22 @@ TEST_SUITE("cuda") {
                     if (n == 2100) ref_all.assign(ref.begin(), ref.end());
                     minfer_context_free(c);
                 }
-                minfer_context* c = nullptr;
-                REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
-                REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), 1000) == MINFER_OK, minfer_last_error());
-                REQUIRE_MESSAGE(minfer_prefill(c, toks.data() + 1000, 1100) == MINFER_OK, minfer_last_error());
-                const double err = rel_l2(logits_of(c, n_vocab), ref_all);
-                MESSAGE(preset, " ", mix, " prompt of 1000 + 1100: rel L2 ", err);
-                CHECK(err < kCudaBound);
-                minfer_context_free(c);
+                REQUIRE(minfer_set_option(m, "prefill_chunk", "1000") == MINFER_OK);
+                for (const std::vector<size_t>& calls : {std::vector<size_t>{2100}, std::vector<size_t>{1000, 1100}}) {
+                    minfer_context* c = nullptr;
+                    lines.clear();
+                    REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                    CHECK(passes_logged() == 1000);
+                    size_t at = 0;
+                    for (size_t n : calls) {
+                        REQUIRE_MESSAGE(minfer_prefill(c, toks.data() + at, n) == MINFER_OK, minfer_last_error());
+                        at += n;
+                    }
+                    const double err = rel_l2(logits_of(c, n_vocab), ref_all);
+                    MESSAGE(preset, " ", mix, " prompt of 2100 in ", calls.size(), " call(s), passes of 1000: rel L2 ", err);
+                    CHECK(err < kCudaBound);
+                    minfer_context_free(c);
+                }
                 minfer_close(m);
             }
     }

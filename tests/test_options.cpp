@@ -181,7 +181,7 @@ TEST_SUITE("options") {
 
     TEST_CASE("enumeration lists every option with consistent metadata") {
         const size_t n = minfer_option_count();
-        CHECK(n == 13);
+        CHECK(n == 14);
         std::set<std::string> names;
         for (size_t i = 0; i < n; ++i) {
             const char *name = nullptr, *def = nullptr, *lo = nullptr, *hi = nullptr, *choices = nullptr, *doc = nullptr;
@@ -204,7 +204,7 @@ TEST_SUITE("options") {
             }
         }
         for (const char* want : {"device", "mmap", "threads", "ctx_len", "w16_cache", "w16_enable_bytes", "fused_b", "mmq", "gemm", "log_level", "cuda_graph",
-                                 "matvec_int8", "gemm_tune"})
+                                 "matvec_int8", "gemm_tune", "prefill_chunk"})
             CHECK(names.count(want) == 1);
         CHECK(minfer_option_info(n, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr) == MINFER_ERR_NOT_FOUND);
         CHECK(get(nullptr, "w16_enable_bytes") == "2147483648");

@@ -54,6 +54,7 @@ struct RunnerShape {
     int n_seq = 1;    // sequence slots
     int max_out = 1;  // output rows per forward call
     int kv_pages = 0; // pages of the KV pool; 0: every slot's n_ctx positions (KvPool::pages_for(n_ctx) * n_seq)
+    int max_tokens = 0;  // tokens per forward call at most (a batch's step); 0: up to n_ctx * n_seq
 
     int pages() const { return kv_pages > 0 ? kv_pages : KvPool::pages_for(n_ctx) * n_seq; }
 };

@@ -55,6 +55,7 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, const BatchParams& params) : 
     shape.n_seq = params_.max_sequences;
     shape.max_out = params_.max_sequences;
     shape.kv_pages = KvPool::pages_for(kv_tokens);
+    shape.max_tokens = params_.max_step_tokens;
     if (model_->backend() == Backend::cuda) {
         runner_ = device::cuda_make_runner(model_->cuda(), c, model_->plan(), shape, model_->options());
     } else {

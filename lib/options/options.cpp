@@ -48,6 +48,11 @@ constexpr Def kTable[] = {
      "cuBLAS prefill GEMMs (CUDA): true times cuBLASLt's candidate algorithms and cuBLAS's own choice on each "
      "shape's first call (tokens by powers of two; that call takes up to about 0.1 s longer) and keeps the fastest "
      "for the model's life; false keeps cuBLAS's own choice, the same algorithm in every process."},
+    {Id::prefill_chunk, "prefill_chunk", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 65536, "",
+     "Tokens per CUDA forward pass of a long prompt (CUDA; read when a context is created): each pass's activations "
+     "take scratch memory in proportion (about 0.27 MB a token on a 7B). 0 picks the largest of 8192, 4096 and 2048 "
+     "whose scratch fits in an eighth of the free GPU memory; values below 64 count as 64; never more than a forward "
+     "is given (the context's positions, a batch's max_step_tokens). The info log names the choice."},
 };
 static_assert(sizeof kTable / sizeof kTable[0] == kCount, "one table row per option id");
 

@@ -14,7 +14,7 @@
 
 namespace minfer::options {
 
-enum class Id : int { device, mmap, threads, ctx_len, w16_cache, w16_enable_bytes, fused_b, mmq, gemm, log_level, cuda_graph, matvec_int8, gemm_tune, count_ };
+enum class Id : int { device, mmap, threads, ctx_len, w16_cache, w16_enable_bytes, fused_b, mmq, gemm, log_level, cuda_graph, matvec_int8, gemm_tune, prefill_chunk, count_ };
 constexpr size_t kCount = static_cast<size_t>(Id::count_);
 
 // Enum option values, as indices into the choices string.
