@@ -22,7 +22,7 @@
 // was written and measured: it needs about 151 registers, so one CTA an SM, and lost to this one at every
 // length (docs/perf.md, 2026-12-04, fourth session). Knobs (docs/perf.md has their
 // A/B): MINFER_FAW_KEYS (64; 128 needs 186 registers, so one CTA an SM), MINFER_FAW_GROUPS (2; 3 measured
-// slower), MINFER_FAW_MIN_BLOCKS (2).
+// slower), MINFER_FAW_MIN_BLOCKS (2), MINFER_FAW_EX2_FTZ (1) and MINFER_FAW_RESCALE_TAU (below).
 #pragma once
 
 #include <cstdint>
@@ -48,11 +48,42 @@ namespace minfer::cuda::faw {
 #ifndef MINFER_FAW_MIN_BLOCKS
 #define MINFER_FAW_MIN_BLOCKS (MINFER_FAW_KEYS == 64 && MINFER_FAW_GROUPS <= 2 ? 2 : 1)
 #endif
+// The softmax's exponentials as the bare ex2.approx.ftz (one MUFU instruction; results below 2^-126
+// flush to zero, nothing a softmax weight of f16 P could hold) instead of exp2f's non-ftz form, whose
+// subnormal handling adds a compare and two predicated multiplies around each of a tile's 32 a thread.
+#ifndef MINFER_FAW_EX2_FTZ
+#define MINFER_FAW_EX2_FTZ 1
+#endif
+// Lazy rescaling (as FlashAttention 4 does): a warp keeps a row's running maximum while no row of the warp
+// sees it grow by more than tau (log2 units), so the multiplies that rescale the row's output accumulators
+// and sum run only on the tiles where the maximum jumps; in between, P = exp2(S - m) with a stale m is at
+// most 2^tau (f16 holds it with the same relative precision) and the output and the sum carry the same
+// stale scale, which the final division cancels. MINFER_FAW_RESCALE_TAU sets tau for both head sizes (0:
+// rescale at every tile); by default (-1) head_dim 64 takes 8 and head_dim 128 takes 0: at 128 the branch
+// makes the kernel spill at its 128 registers and measured slower (docs/perf.md, 2026-12-04, fifth session).
+#ifndef MINFER_FAW_RESCALE_TAU
+#define MINFER_FAW_RESCALE_TAU -1
+#endif
 static_assert(MINFER_FAW_KEYS == 64 || MINFER_FAW_KEYS == 128, "key tiles of 64 or 128");
+static_assert(MINFER_FAW_RESCALE_TAU >= -1 && MINFER_FAW_RESCALE_TAU <= 10, "P up to 2^10 in f16 at most");
+template <int HD>
+constexpr int rescale_tau() {
+    return MINFER_FAW_RESCALE_TAU >= 0 ? MINFER_FAW_RESCALE_TAU : HD == 64 ? 8 : 0;
+}
 static_assert(MINFER_FAW_GROUPS >= 1 && MINFER_FAW_GROUPS <= 4, "1 to 4 warpgroups a CTA");
 constexpr int kKeys = MINFER_FAW_KEYS, kGroups = MINFER_FAW_GROUPS;
 constexpr int kThreads = 128 * kGroups, kRows = 64 * kGroups;
 constexpr unsigned kAll = 0xffffffffu;
+
+__device__ __forceinline__ float ex2(float x) {
+#if MINFER_FAW_EX2_FTZ
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return exp2f(x);
+#endif
+}
 
 // Bytes of the Q tile and of one K or V tile; dynamic shared memory with room to align to 1024.
 template <int HD>
@@ -127,9 +158,10 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
                               wg::desc_k(sbase + k_at(j & 1) + static_cast<uint32_t>((kk / 4) * kTChunk) + col), kk > 0);
         }
     };
-    // The online softmax of tile j's scores (in place: s becomes exp2(s - m)); alpha receives each row's
-    // factor for the output accumulated so far.
-    auto softmax = [&](float (&s)[kKeys / 2], int j, float (&alpha)[2]) {
+    // The online softmax of tile j's scores (in place: s becomes exp2(s - m)), each row's output and sum
+    // accumulated so far rescaled where its maximum moves (by more than rescale_tau: a warp-uniform
+    // choice, taken by every lane holding the row alike).
+    auto softmax = [&](float (&s)[kKeys / 2], int j) {
         const int k0 = j * kKeys;
         if (k0 + kKeys - 1 > first_pos) {  // the causal diagonal crosses the warp's rows in this tile
             #pragma unroll
@@ -145,24 +177,28 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
             for (int i = 0; i < kKeys / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
-            const float base = mx == -INFINITY ? 0.0f : mx;  // a row with no key yet keeps zeros
-            alpha[r] = exp2f(m[r] - base);
-            m[r] = mx;
+            // A row with no key yet (m = -inf) moves as soon as it has one (-inf + tau stays -inf).
+            constexpr int kTau = rescale_tau<HD>();
+            if (kTau == 0 || __any_sync(kAll, mx > m[r] + kTau)) {
+                const float alpha = ex2(m[r] - (mx == -INFINITY ? 0.0f : mx));
+                m[r] = mx;
+                l[r] *= alpha;
+                #pragma unroll
+                for (int i = 0; i < HD / 8; ++i) {
+                    o[4 * i + 2 * r] *= alpha;
+                    o[4 * i + 2 * r + 1] *= alpha;
+                }
+            }
+            const float base = m[r] == -INFINITY ? 0.0f : m[r];  // a row with no key yet keeps zeros
             float sum = 0.0f;
             #pragma unroll
             for (int i = 0; i < kKeys / 8; ++i) {
-                s[4 * i + 2 * r] = exp2f(s[4 * i + 2 * r] - base);
-                s[4 * i + 2 * r + 1] = exp2f(s[4 * i + 2 * r + 1] - base);
+                s[4 * i + 2 * r] = ex2(s[4 * i + 2 * r] - base);
+                s[4 * i + 2 * r + 1] = ex2(s[4 * i + 2 * r + 1] - base);
                 sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
             }
-            l[r] = l[r] * alpha[r] + sum;
+            l[r] += sum;
         }
-    };
-    auto rescale = [&](const float (&alpha)[2]) {
-        #pragma unroll
-        for (int i = 0; i < HD / 8; ++i)
-            #pragma unroll
-            for (int e = 0; e < 4; ++e) o[4 * i + e] *= alpha[e >> 1];
     };
     // P as f16 A fragments: keys 16kk .. 16kk + 15 are accumulator tiles 2kk (a0, a1) and 2kk + 1 (a2, a3).
     auto pack = [](uint32_t (&pa)[kKeys / 16][4], const float (&s)[kKeys / 2]) {
@@ -205,15 +241,14 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
         wg::fence_async_smem();
         __syncthreads();
         if (active && j * kKeys <= group_last) {  // warpgroup-uniform: some row of the group sees a key of the tile
-            float s[kKeys / 2], alpha[2];
+            float s[kKeys / 2];
             uint32_t pa[kKeys / 16][4];
             wg::fence();
             qk(s, j);
             wg::commit();
             wg::wait<0>();
             wg::fence_regs(s);
-            softmax(s, j, alpha);
-            rescale(alpha);
+            softmax(s, j);
             pack(pa, s);
             #pragma unroll
             for (auto& a : pa) wg::fence_regs(a);
