@@ -310,7 +310,8 @@ namespace {
 std::atomic<uint64_t> g_concat_gemms{0};  // device::testing::cuda_concat_gemms
 }  // namespace
 
-bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input) {
+bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input,
+                             __half** out16) {
     if (((n <= kNarrowMax ? MINFER_GEMM_CONCAT_NARROW : MINFER_GEMM_CONCAT) & bit) == 0 || nw < 2 || nw > 3 || cols > INT_MAX) return false;
     const __half* b0 = nullptr;
     int64_t total = 0;
@@ -323,8 +324,13 @@ bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, con
     if (total > INT_MAX) return false;
     prepare_input(x, n, cols, w[0].name, same_input);
     const int rows = static_cast<int>(total), k = static_cast<int>(cols);
-    if (cublas_) cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
-    else gemm_f16(a16_.as<__half>(), b0, out, n, rows, k, stream_);
+    if (cublas_ && out16 && *out16) {
+        cublas_->gemm16(a16_.as<__half>(), b0, *out16, n, rows, k);
+    } else {
+        if (out16) *out16 = nullptr;
+        if (cublas_) cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
+        else gemm_f16(a16_.as<__half>(), b0, out, n, rows, k, stream_);
+    }
     g_concat_gemms.fetch_add(1, std::memory_order_relaxed);
     return true;
 }

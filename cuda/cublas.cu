@@ -389,6 +389,25 @@ void Cublas::gemm(const __half* a, const __half* b, float* c, int m, int n, int 
     gemm_ex(a, b, c, m, n, k, accumulate);
 }
 
+// Rows of A and C a gemm16 call takes at most: on the H200 (cuBLAS 13.1), cublasGemmEx's f16-output
+// choice for the 7B's gate/up took 1,506 us at 4,096 tokens but 3,557 at 8,192, against 3,301 for its f32
+// output (tests/bench_cublaslt, docs/perf.md, 2026-12-04, fifth session): two calls of 4,096 rows beat one.
+#ifndef MINFER_GEMM16_ROWS
+#define MINFER_GEMM16_ROWS 4096
+#endif
+static_assert(MINFER_GEMM16_ROWS >= 1, "MINFER_GEMM16_ROWS is a row count");
+
+void Cublas::gemm16(const __half* a, const __half* b, __half* c, int m, int n, int k) {
+    const float alpha = 1.0f, beta = 0.0f;
+    for (int m0 = 0; m0 < m; m0 += MINFER_GEMM16_ROWS) {
+        const int rows = std::min(m - m0, MINFER_GEMM16_ROWS);
+        check_cublas(api().gemm_ex(static_cast<cublasHandle_t>(handle_), CUBLAS_OP_T, CUBLAS_OP_N, n, rows, k, &alpha, b, CUDA_R_16F, k,
+                                   a + int64_t{m0} * k, CUDA_R_16F, k, &beta, c + int64_t{m0} * n, CUDA_R_16F, n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmEx (f16 output)");
+    }
+}
+
 void Cublas::gemm_ex(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate) {
     // Row-major C[m][n] is column-major C^T (n x m, ld n) = B (as k x n column-major, transposed) times
     // A (k x m column-major).

@@ -42,6 +42,9 @@ public:
     // The contract of gemm_f16: C[m][n] = sum_k A[m][k] * B[n][k] (accumulate: C[m][n] += the sum), f16
     // in, f32 accumulation and out.
     void gemm(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate = false);
+    // C[m][n] = sum_k A[m][k] * B[n][k] rounded to f16 (f32 accumulation), by cublasGemmEx's own choice of
+    // algorithm (not the tuner's), in calls of at most MINFER_GEMM16_ROWS rows of A and C.
+    void gemm16(const __half* a, const __half* b, __half* c, int m, int n, int k);
 
 private:
     void gemm_ex(const __half* a, const __half* b, float* c, int m, int n, int k, bool accumulate);

@@ -441,11 +441,11 @@ private:
         };
         // One GEMM over the weights' concatenated f16 copies into `out` (PrefillGemm::run_concat), if it
         // takes them: bit 1 q/k/v, 2 gate/up.
-        auto gemm_concat = [&](int bit, std::initializer_list<const Mat*> ws, float* out, const float* in) {
+        auto gemm_concat = [&](int bit, std::initializer_list<const Mat*> ws, float* out, const float* in, __half** out16 = nullptr) {
             cuda::PrefillGemm::Weight w[3];
             int nw = 0;
             for (const Mat* m : ws) w[nw++] = {m->type, m->w, m->rows, m->name};
-            return gemm_->run_concat(bit, nw, w, ws.begin()[0]->cols, in, n, out, true);
+            return gemm_->run_concat(bit, nw, w, ws.begin()[0]->cols, in, n, out, true, out16);
         };
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
@@ -548,19 +548,26 @@ private:
             } else {
                 int64_t ld = c.n_ff;  // of gate and up
                 float* u = up;
+                // A prefill step's concatenated gate/up product in f16, in gate_up_'s memory (MINFER_GATEUP_F16;
+                // null where it went out in f32).
+                __half* gu16 = MINFER_GATEUP_F16 && n > MINFER_GEMM_NARROW_MAX ? reinterpret_cast<__half*>(gate) : nullptr;
                 if (gate_up_few) {
+                    gu16 = nullptr;
                     joint({&L.gate, &L.up}, {gate, up}, xb);
-                } else if (gemm_concat(2, {&L.gate, &L.up}, gate, xb)) {
+                } else if (gemm_concat(2, {&L.gate, &L.up}, gate, xb, &gu16)) {
                     ld = 2 * int64_t{c.n_ff};
                     u = gate + c.n_ff;
                 } else {
+                    gu16 = nullptr;
                     gemm_joint({&L.gate, &L.up}, {gate, up}, xb);
                 }
                 if (i8(L.down) && ld == c.n_ff) {  // x += W_down h, h = silu(gate) * up quantized per token
                     cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);
                     cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
                 } else {
-                    cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, gemm_->input16(gate, n, c.n_ff, false), s());
+                    __half* h = gemm_->input16(gate, n, c.n_ff, false);
+                    if (gu16) cuda::swiglu_f16_rows(gu16, gu16 + c.n_ff, n, c.n_ff, ld, h, s());
+                    else cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, h, s());
                     matmul(L.down, gate, x, true, true);  // x += W_down h
                 }
             }

@@ -266,7 +266,17 @@ __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __ha
 __device__ __forceinline__ float silu_times(float x, float u) { return x / (1.0f + expf(-x)) * u; }
 
 // Row blockIdx.y: width elements of g and u from row * ld on, out from row * width on.
-__global__ void swiglu_f16_kernel(const float* g, const float* u, __half* out, int64_t width, int64_t ld, bool vec) {
+__device__ __forceinline__ float4 load4(const __half* p, int64_t i, int64_t n, bool vec) {
+    if (vec && i + kVec <= n) {
+        const uint2 w = *reinterpret_cast<const uint2*>(p + i);
+        const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&w.x)), b = __half22float2(*reinterpret_cast<const __half2*>(&w.y));
+        return make_float4(a.x, a.y, b.x, b.y);
+    }
+    return make_float4(__half2float(p[i]), 0.0f, 0.0f, 0.0f);
+}
+
+template <class T>
+__global__ void swiglu_f16_kernel(const T* g, const T* u, __half* out, int64_t width, int64_t ld, bool vec) {
     const int64_t i = kVec * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x), row = blockIdx.y;
     g += row * ld, u += row * ld, out += row * width;
     if (i < width)
@@ -384,12 +394,22 @@ void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream) {
 
 void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream) { swiglu_f16_rows(gate, up, 1, n, n, out, stream); }
 
-void swiglu_f16_rows(const float* gate, const float* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream) {
+namespace {
+template <class T>
+void launch_swiglu_f16(const T* gate, const T* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream) {
     if (rows <= 0 || width <= 0) return;
     if (rows > 65535) fail(MINFER_ERR_INTERNAL, "swiglu_f16: %d rows", rows);
     const bool vec = vec_ok(gate, up, out) && (rows == 1 || (ld % kVec == 0 && width % kVec == 0));
-    swiglu_f16_kernel<<<dim3(vec_blocks(width), static_cast<unsigned>(rows)), kVecThreads, 0, stream>>>(gate, up, out, width, ld, vec);
+    swiglu_f16_kernel<T><<<dim3(vec_blocks(width), static_cast<unsigned>(rows)), kVecThreads, 0, stream>>>(gate, up, out, width, ld, vec);
     check_launch("swiglu_f16");
+}
+}  // namespace
+
+void swiglu_f16_rows(const float* gate, const float* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream) {
+    launch_swiglu_f16(gate, up, rows, width, ld, out, stream);
+}
+void swiglu_f16_rows(const __half* gate, const __half* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream) {
+    launch_swiglu_f16(gate, up, rows, width, ld, out, stream);
 }
 
 void add(float* x, const float* y, int64_t n, cudaStream_t stream) {

@@ -132,6 +132,8 @@ void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cuda
 // The same over `rows` rows of `width` elements: row r of gate and up from r * ld on (the gate/up GEMM over
 // the concatenated weights: up = gate + n_ff, ld = 2 n_ff), out [rows][width].
 void swiglu_f16_rows(const float* gate, const float* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream);
+// The same from an f16 gate/up product (the concatenated GEMM's f16 output).
+void swiglu_f16_rows(const __half* gate, const __half* up, int rows, int64_t width, int64_t ld, __half* out, cudaStream_t stream);
 void add(float* x, const float* y, int64_t n, cudaStream_t stream);
 
 // Attention of one layer over one sequence. q: [n][n_head * head_dim] (token t at position pos0 + t),

@@ -186,6 +186,13 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 #ifndef MINFER_GEMM_CONCAT_NARROW
 #define MINFER_GEMM_CONCAT_NARROW 3
 #endif
+// The concatenated gate/up GEMM of a prefill step (more than MINFER_GEMM_NARROW_MAX tokens) writes its
+// product in f16 where cuBLAS runs it (the SwiGLU then reads half the bytes, and cublasGemmEx's f16-output
+// algorithms measured faster on the 7B's gate/up at 512 to 4,096 tokens: tests/bench_cublaslt,
+// docs/perf.md, 2026-12-04, fifth session); 0 keeps the f32 product.
+#ifndef MINFER_GATEUP_F16
+#define MINFER_GATEUP_F16 1
+#endif
 
 namespace minfer::cuda {
 
@@ -220,8 +227,11 @@ public:
     // out = x [W_0; W_1; ...]^T as one GEMM: [n][the weights' rows together], token t's outputs of W_i at
     // columns rows_0 + ... + rows_{i-1} on, where 2 or 3 weights of one width have f16 copies (or are f16)
     // lying back to back in that order (the f16 cache's arena) and `bit` is set in the knob for n tokens
-    // (MINFER_GEMM_CONCAT, _NARROW); false, having done nothing, otherwise.
-    bool run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input);
+    // (MINFER_GEMM_CONCAT, _NARROW); false, having done nothing, otherwise. out16, when given, offers an f16
+    // destination of the same shape: cuBLAS writes the product there (Cublas::gemm16), and *out16 comes
+    // back null where the product went to `out` in f32 instead (the own GEMM).
+    bool run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input,
+                    __half** out16 = nullptr);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
     // SwiGLU product): the next run() with same_input and this x reads it as it stands. x_holds: x itself
     // holds the values too (false: x only names the copy, as the SwiGLU product's gate or a norm that wrote

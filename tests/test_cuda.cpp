@@ -1673,14 +1673,18 @@ TEST_SUITE("cuda") {
         CHECK(fused.decode_logits == base.decode_logits);
         // mmq=on keeps the cache off.
         CHECK(run_model(path, {{"gemm", "own"}, {"w16_cache", "on"}, {"mmq", "on"}}).path == "two_pass");
-        // cuBLAS, where it loads: the same function within f32 accumulation-order rounding.
+        // cuBLAS, where it loads: the same function within rounding. cuBLAS writes the concatenated
+        // gate/up product in f16 (MINFER_GATEUP_F16), the own GEMM in f32, so the prefill logits differ by
+        // that rounding too: 3.0e-4 on the H200 (2026-12-04; below 1e-4 before, accumulation order alone),
+        // where a wrong product or a misplaced half moves them by far more than the bound.
+        constexpr double kCublasBound = 1e-3;
         uint64_t d0 = 0, l0 = 0, d1 = 0, l1 = 0, d2 = 0, l2 = 0, d3 = 0, l3 = 0;
         device::testing::cuda_gemm_tune_counts(&d0, &l0);
         const Run cub = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}});
         CHECK((cub.gemm == "cublas" || cub.gemm == "own"));
         MESSAGE("gemm=auto chose ", cub.gemm);
         if (cub.gemm == "cublas") {
-            CHECK(rel_l2(cub.prefill_logits, base.prefill_logits) < 1e-4);
+            CHECK(rel_l2(cub.prefill_logits, base.prefill_logits) < kCublasBound);
             // gemm_tune=false (the default): no decision, nothing through cuBLASLt.
             device::testing::cuda_gemm_tune_counts(&d1, &l1);
             CHECK(d1 == d0);
@@ -1690,7 +1694,7 @@ TEST_SUITE("cuda") {
             const Run tuned = run_model(path, {{"gemm", "auto"}, {"w16_cache", "on"}, {"gemm_tune", "true"}});
             device::testing::cuda_gemm_tune_counts(&d2, &l2);
             CHECK(d2 > d1);
-            CHECK(rel_l2(tuned.prefill_logits, base.prefill_logits) < 1e-4);
+            CHECK(rel_l2(tuned.prefill_logits, base.prefill_logits) < kCublasBound);
             // Forced to cuBLASLt's fastest candidate, a fresh model runs its GEMMs through cuBLASLt (the
             // residual adds' decisions timed on a scratch output), with the same function.
             Run lt;
@@ -1704,7 +1708,7 @@ TEST_SUITE("cuda") {
             device::testing::cuda_gemm_tune_counts(&d3, &l3);
             CHECK(d3 > d2);
             CHECK(l3 > l2);
-            CHECK(rel_l2(lt.prefill_logits, base.prefill_logits) < 1e-4);
+            CHECK(rel_l2(lt.prefill_logits, base.prefill_logits) < kCublasBound);
             CHECK(rel_l2(lt.decode_logits, base.decode_logits) < 1e-4);
         }
     }
