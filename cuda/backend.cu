@@ -307,7 +307,8 @@ void PrefillGemm::run(quant::Type type, const void* wd, int64_t w_rows, int64_t 
 }
 
 namespace {
-std::atomic<uint64_t> g_concat_gemms{0};  // device::testing::cuda_concat_gemms
+std::atomic<uint64_t> g_concat_gemms{0};    // device::testing::cuda_concat_gemms
+std::atomic<uint64_t> g_concat_gemms16{0};  // the f16-output ones among them
 }  // namespace
 
 bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input,
@@ -326,6 +327,7 @@ bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, con
     const int rows = static_cast<int>(total), k = static_cast<int>(cols);
     if (cublas_ && out16 && *out16) {
         cublas_->gemm16(a16_.as<__half>(), b0, *out16, n, rows, k);
+        g_concat_gemms16.fetch_add(1, std::memory_order_relaxed);
     } else {
         if (out16) *out16 = nullptr;
         if (cublas_) cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
@@ -634,7 +636,10 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
     return c;
 }
 
-uint64_t cuda_concat_gemms() { return cuda::g_concat_gemms.load(); }
+uint64_t cuda_concat_gemms(uint64_t* f16_out) {
+    if (f16_out) *f16_out = cuda::g_concat_gemms16.load();
+    return cuda::g_concat_gemms.load();
+}
 void cuda_gemm_tune_force(bool on) { cuda::testing_hooks::gemm_tune_force(on); }
 void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) { cuda::testing_hooks::gemm_tune_counts(decisions, lt_runs); }
 

@@ -111,16 +111,21 @@ uint64_t scratch_per_token(const model::Config& c) {
 // the same keys (fewer launches, fuller last waves) and each GEMM more rows: on the H200, 8,192-token
 // chunks prefilled 8,192 tokens 4.6% faster than 2,048-token ones (docs/perf.md, 2026-12-04, fifth
 // session), for 0.27 MB of scratch a token on a 7B. Auto takes the largest of 8,192, 4,096 and 2,048 whose
-// scratch fits in an eighth of the free GPU memory (2,048 where none does: the size before the option).
-// At least 64 tokens and the context's slots (a decode step of every slot is one chunk), never more than
-// a forward is given.
+// scratch fits in an eighth of the GPU memory left free once the context's KV cache is allocated (2,048
+// where none does: the size before the option); so the choice depends on the memory free when a context
+// is created, and with it, in the last bits, the logits of prompts longer than 2,048 tokens (the GEMMs'
+// algorithms differ with their row counts). At least 64 tokens and the context's slots (a decode step of
+// every slot is one chunk), never more than a forward is given.
 int prefill_chunk(int64_t option, const model::Config& c, const engine::RunnerShape& shape) {
     int64_t chunk = option;
     if (chunk <= 0) {
         size_t free_b = 0, total_b = 0;
         check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+        const uint64_t kv_bytes = uint64_t{2} * sizeof(__half) * static_cast<uint32_t>(c.n_layer) * static_cast<uint64_t>(shape.pages()) *
+                                  engine::kKvPage * static_cast<uint32_t>(c.n_head_kv) * static_cast<uint32_t>(c.head_dim);
+        const uint64_t left = free_b > kv_bytes ? free_b - kv_bytes : 0;
         const uint64_t per_token = scratch_per_token(c);
-        for (chunk = 8192; chunk > 2048 && per_token * static_cast<uint64_t>(chunk) > free_b / 8;) chunk /= 2;
+        for (chunk = 8192; chunk > 2048 && per_token * static_cast<uint64_t>(chunk) > left / 8;) chunk /= 2;
     }
     chunk = std::max<int64_t>({chunk, 64, shape.n_seq});
     chunk = std::min<int64_t>(chunk, int64_t{shape.n_ctx} * shape.n_seq);
@@ -548,8 +553,9 @@ private:
             } else {
                 int64_t ld = c.n_ff;  // of gate and up
                 float* u = up;
-                // A prefill step's concatenated gate/up product in f16, in gate_up_'s memory (MINFER_GATEUP_F16;
-                // null where it went out in f32).
+                // The concatenated gate/up product of a step of more than MINFER_GEMM_NARROW_MAX tokens (a
+                // prefill chunk, or a batch step of many sequences) in f16, in gate_up_'s memory
+                // (MINFER_GATEUP_F16; null where it went out in f32).
                 __half* gu16 = MINFER_GATEUP_F16 && n > MINFER_GEMM_NARROW_MAX ? reinterpret_cast<__half*>(gate) : nullptr;
                 if (gate_up_few) {
                     gu16 = nullptr;
@@ -647,6 +653,7 @@ private:
 std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
                                                  const model::Plan& plan, const engine::RunnerShape& shape,
                                                  const options::Values& opts) {
+    model->check_healthy();  // a poisoned model answers with its first error, before any CUDA call here
     check(cudaSetDevice(0), "cudaSetDevice");
     const int chunk = prefill_chunk(opts.get(options::Id::prefill_chunk), config, shape);
     const uint64_t scratch0 = model->scratch_bytes.load();

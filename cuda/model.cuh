@@ -186,8 +186,8 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 #ifndef MINFER_GEMM_CONCAT_NARROW
 #define MINFER_GEMM_CONCAT_NARROW 3
 #endif
-// The concatenated gate/up GEMM of a prefill step (more than MINFER_GEMM_NARROW_MAX tokens) writes its
-// product in f16 where cuBLAS runs it (the SwiGLU then reads half the bytes, and cublasGemmEx's f16-output
+// The concatenated gate/up GEMM of a step of more than MINFER_GEMM_NARROW_MAX tokens (prefill chunks;
+// batch steps of more than 64 sequences) writes its product in f16 where cuBLAS runs it (the SwiGLU then reads half the bytes, and cublasGemmEx's f16-output
 // algorithms measured faster on the 7B's gate/up at 512 to 4,096 tokens: tests/bench_cublaslt,
 // docs/perf.md, 2026-12-04, fifth session); 0 keeps the f32 product.
 #ifndef MINFER_GATEUP_F16

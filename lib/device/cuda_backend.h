@@ -119,7 +119,8 @@ double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 
 std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, const model::Config& config, int n_ctx,
                                            int64_t kv_rows, int max_tokens);
 // The forward pass of a context or a batch (cuda/forward.cu): a paged KV cache (f16) of shape.pages()
-// pages shared by shape.n_seq slots, scratch for up to 2048 tokens per chunk, decode steps of a one-slot
+// pages shared by shape.n_seq slots, scratch for chunks of up to `prefill_chunk` tokens (auto: 2,048 to
+// 8,192 by free memory; at most the slots' positions and shape.max_tokens), decode steps of a one-slot
 // runner through a CUDA graph unless the `cuda_graph` option is off. Throws Error like cuda_make_ops. The
 // model and plan must outlive it.
 std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> model, const model::Config& config,
@@ -146,8 +147,9 @@ std::vector<uint16_t> cuda_dequant_f16(int32_t type, const void* bytes, uint64_t
 std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vector<uint16_t>& b, int m, int n, int k,
                                  const std::vector<float>* c0 = nullptr, bool narrow = false, int parts = 1,
                                  const std::vector<uint8_t>* bq = nullptr, int32_t bq_type = 0);
-// GEMMs over concatenated f16 copies (PrefillGemm::run_concat) issued in this process so far.
-uint64_t cuda_concat_gemms();
+// GEMMs over concatenated f16 copies (PrefillGemm::run_concat) issued in this process so far; f16_out,
+// given, receives how many of them wrote an f16 product (the gate/up GEMM through cuBLAS).
+uint64_t cuda_concat_gemms(uint64_t* f16_out = nullptr);
 // gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
 // (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
 // cuBLASLt in this process so far.

@@ -58,7 +58,7 @@ std::vector<float> device::testing::cuda_attention_decode(const std::vector<floa
                                                           const std::vector<uint16_t>&, int, int, int, int, bool) {
     no_cuda();
 }
-uint64_t device::testing::cuda_concat_gemms() { no_cuda(); }
+uint64_t device::testing::cuda_concat_gemms(uint64_t*) { no_cuda(); }
 void device::testing::cuda_gemm_tune_force(bool) { no_cuda(); }
 void device::testing::cuda_gemm_tune_counts(uint64_t*, uint64_t*) { no_cuda(); }
 std::vector<float> device::testing::cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&,

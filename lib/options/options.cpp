@@ -45,11 +45,11 @@ constexpr Def kTable[] = {
      "each weight) take their input as two int8 digits per value (about 15 bits) on integer tensor cores (CUDA; "
      "read when a context is created); false keeps the f32 input for one token and the GEMMs for several."},
     {Id::gemm_tune, "gemm_tune", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "false", 0, 0, "",
-     "cuBLAS prefill GEMMs with an f32 output (CUDA; the concatenated gate/up GEMM writes f16 by cuBLAS's own "
-     "choice): true times cuBLASLt's candidate algorithms and cuBLAS's own choice on each shape's first call "
+     "cuBLAS prefill GEMMs with an f32 output (CUDA; the concatenated gate/up GEMM of more than 64 tokens writes "
+     "f16 by cuBLAS's own choice): true times cuBLASLt's candidate algorithms and cuBLAS's own choice on each shape's first call "
      "(tokens by powers of two; that call takes up to about 0.1 s longer) and keeps the fastest for the model's "
      "life; false keeps cuBLAS's own choice, the same algorithm in every process."},
-    {Id::prefill_chunk, "prefill_chunk", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 65536, "",
+    {Id::prefill_chunk, "prefill_chunk", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 32768, "",
      "Tokens per CUDA forward pass of a long prompt (CUDA; read when a context is created): each pass's activations "
      "take scratch memory in proportion (about 0.27 MB a token on a 7B). 0 picks the largest of 8192, 4096 and 2048 "
      "whose scratch fits in an eighth of the free GPU memory; values below 64 count as 64; never more than a forward "
