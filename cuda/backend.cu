@@ -313,6 +313,8 @@ std::atomic<uint64_t> g_concat_gemms16{0};  // the f16-output ones among them
 
 bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input,
                              __half** out16) {
+    __half* const dst16 = out16 ? *out16 : nullptr;
+    if (out16) *out16 = nullptr;  // until the f16 product is written
     if (((n <= kNarrowMax ? MINFER_GEMM_CONCAT_NARROW : MINFER_GEMM_CONCAT) & bit) == 0 || nw < 2 || nw > 3 || cols > INT_MAX) return false;
     const __half* b0 = nullptr;
     int64_t total = 0;
@@ -325,13 +327,14 @@ bool PrefillGemm::run_concat(int bit, int nw, const Weight* w, int64_t cols, con
     if (total > INT_MAX) return false;
     prepare_input(x, n, cols, w[0].name, same_input);
     const int rows = static_cast<int>(total), k = static_cast<int>(cols);
-    if (cublas_ && out16 && *out16) {
-        cublas_->gemm16(a16_.as<__half>(), b0, *out16, n, rows, k);
+    if (cublas_ && dst16) {
+        cublas_->gemm16(a16_.as<__half>(), b0, dst16, n, rows, k);
+        *out16 = dst16;
         g_concat_gemms16.fetch_add(1, std::memory_order_relaxed);
+    } else if (cublas_) {
+        cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
     } else {
-        if (out16) *out16 = nullptr;
-        if (cublas_) cublas_->gemm(a16_.as<__half>(), b0, out, n, rows, k);
-        else gemm_f16(a16_.as<__half>(), b0, out, n, rows, k, stream_);
+        gemm_f16(a16_.as<__half>(), b0, out, n, rows, k, stream_);
     }
     g_concat_gemms.fetch_add(1, std::memory_order_relaxed);
     return true;

@@ -130,7 +130,7 @@ int prefill_chunk(int64_t option, const model::Config& c, const engine::RunnerSh
     chunk = std::max<int64_t>({chunk, 64, shape.n_seq});
     chunk = std::min<int64_t>(chunk, int64_t{shape.n_ctx} * shape.n_seq);
     if (shape.max_tokens > 0) chunk = std::min<int64_t>(chunk, shape.max_tokens);
-    return static_cast<int>(std::max<int64_t>(chunk, 1));
+    return static_cast<int>(chunk);
 }
 
 static_assert(cuda::kKvPageShift == engine::kKvPageShift, "the CUDA kernels and the engine page the KV cache alike");
@@ -555,16 +555,16 @@ private:
                 float* u = up;
                 // The concatenated gate/up product of a step of more than MINFER_GEMM_NARROW_MAX tokens (a
                 // prefill chunk, or a batch step of many sequences) in f16, in gate_up_'s memory
-                // (MINFER_GATEUP_F16; null where it went out in f32).
+                // (MINFER_GATEUP_F16): offered to run_concat, which leaves it null unless it wrote there
+                // (gate_up_few steps have at most kMatvecMaxCols tokens, so never offer it).
+                static_assert(cuda::kMatvecMaxCols <= MINFER_GEMM_NARROW_MAX, "the int8 mat-vec's steps take f32 gate/up");
                 __half* gu16 = MINFER_GATEUP_F16 && n > MINFER_GEMM_NARROW_MAX ? reinterpret_cast<__half*>(gate) : nullptr;
                 if (gate_up_few) {
-                    gu16 = nullptr;
                     joint({&L.gate, &L.up}, {gate, up}, xb);
                 } else if (gemm_concat(2, {&L.gate, &L.up}, gate, xb, &gu16)) {
                     ld = 2 * int64_t{c.n_ff};
                     u = gate + c.n_ff;
                 } else {
-                    gu16 = nullptr;
                     gemm_joint({&L.gate, &L.up}, {gate, up}, xb);
                 }
                 if (i8(L.down) && ld == c.n_ff) {  // x += W_down h, h = silu(gate) * up quantized per token

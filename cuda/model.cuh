@@ -229,7 +229,7 @@ public:
     // lying back to back in that order (the f16 cache's arena) and `bit` is set in the knob for n tokens
     // (MINFER_GEMM_CONCAT, _NARROW); false, having done nothing, otherwise. out16, when given, offers an f16
     // destination of the same shape: cuBLAS writes the product there (Cublas::gemm16), and *out16 comes
-    // back null where the product went to `out` in f32 instead (the own GEMM).
+    // back null unless it did (the own GEMM writes `out` in f32; false writes nothing).
     bool run_concat(int bit, int nw, const Weight* w, int64_t cols, const float* x, int n, float* out, bool same_input,
                     __half** out16 = nullptr);
     // The f16 input scratch, for a kernel that writes the f16 copy of x ([n][cols]) itself (an RMSNorm, the
