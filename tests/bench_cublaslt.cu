@@ -104,11 +104,11 @@ int main(int argc, char** argv) {
     ck(cudaGetDeviceProperties(&prop, 0), "props");
     std::printf("GPU: %s; cuBLAS %d; cuBLASLt %zu; median of %d; up to %d heuristic candidates\n\n", prop.name, CUBLAS_VERSION,
                 cublasLtGetVersion(), reps, max_algos);
-    std::printf("| tokens | GEMM | cublasGemmEx µs (TFLOP/s) | Lt heuristic #0 µs | Lt best µs (candidate, of n) | best vs GemmEx | Lt best, f16 output µs | GemmEx, f16 output µs |\n");
-    std::printf("|---|---|---|---|---|---|---|---|\n");
+    std::printf("| tokens | GEMM | cublasGemmEx µs (TFLOP/s) | Lt heuristic #0 µs | Lt best µs (candidate, of n) | best vs GemmEx | Lt best, f16 output µs | GemmEx, f16 output µs | GemmEx, beta 0 µs (f32, f16 output) |\n");
+    std::printf("|---|---|---|---|---|---|---|---|---|\n");
     for (int m : lengths) {
         if (m < 1) continue;
-        double sum_ex = 0, sum_best = 0, sum_f16 = 0, sum_ex16 = 0;
+        double sum_ex = 0, sum_best = 0, sum_f16 = 0, sum_ex16 = 0, sum_b0 = 0;
         for (const Shape& s : shapes) {
             const float alpha = 1.0f, beta = s.accumulate ? 1.0f : 0.0f;
             // minfer's call: row-major C[m][n] = A[m][k] B[n][k]^T as column-major C^T (n x m).
@@ -123,6 +123,22 @@ int main(int argc, char** argv) {
                                  CUDA_R_16F, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                      "cublasGemmEx (f16 output)");
             });
+            // The accumulating GEMMs (the residual adds) without the accumulation: beta = 0 into C, f32 and
+            // f16 (what a residual add deferred to the next kernel would run instead).
+            float t_b0 = t_ex, t_b0_16 = t_ex16;
+            if (s.accumulate) {
+                const float zero = 0.0f;
+                t_b0 = median_us(stream, e0, e1, reps, [&] {
+                    ckb(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, b, CUDA_R_16F, s.k, a, CUDA_R_16F, s.k, &zero, c,
+                                     CUDA_R_32F, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         "cublasGemmEx (beta 0)");
+                });
+                t_b0_16 = median_us(stream, e0, e1, reps, [&] {
+                    ckb(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, s.n, m, s.k, &alpha, b, CUDA_R_16F, s.k, a, CUDA_R_16F, s.k, &zero, c16,
+                                     CUDA_R_16F, s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                         "cublasGemmEx (beta 0, f16 output)");
+                });
+            }
             // The same call through cuBLASLt, every candidate its heuristic offers, for f32 and f16 output.
             auto lt_best = [&](cudaDataType_t ctype, void* cp, float& first, int& best_i, int& found) {
                 cublasLtMatmulDesc_t op;
@@ -167,16 +183,19 @@ int main(int argc, char** argv) {
             const float best32 = lt_best(CUDA_R_32F, c, first32, i32, n32);
             const float best16 = lt_best(CUDA_R_16F, c16, first16, i16, n16);
             const double flop = 2.0 * m * double(s.n) * s.k;
-            std::printf("| %d | %s | %.1f (%.0f) | %.1f | %.1f (#%d of %d) | %+.1f%% | %.1f | %.1f |\n", m, s.name, t_ex, flop / t_ex * 1e-6,
-                        first32, best32, i32, n32, 100.0 * (t_ex - best32) / t_ex, best16, t_ex16);
+            char b0[64] = "(same)";
+            if (s.accumulate) std::snprintf(b0, sizeof b0, "%.1f, %.1f", t_b0, t_b0_16);
+            std::printf("| %d | %s | %.1f (%.0f) | %.1f | %.1f (#%d of %d) | %+.1f%% | %.1f | %.1f | %s |\n", m, s.name, t_ex,
+                        flop / t_ex * 1e-6, first32, best32, i32, n32, 100.0 * (t_ex - best32) / t_ex, best16, t_ex16, b0);
             sum_ex += t_ex;
             sum_best += best32;
             sum_f16 += best16;
             sum_ex16 += t_ex16;
+            sum_b0 += t_b0;
         }
-        std::printf("| %d | per forward (x%d layers) | %.2f ms | | %.2f ms | %+.1f%% | %.2f ms | %.2f ms |\n", m, kLayers,
-                    sum_ex * kLayers * 1e-3, sum_best * kLayers * 1e-3, 100.0 * (sum_ex - sum_best) / sum_ex, sum_f16 * kLayers * 1e-3,
-                    sum_ex16 * kLayers * 1e-3);
+        std::printf("| %d | per forward (x%d layers) | %.2f ms | | %.2f ms | %+.1f%% | %.2f ms | %.2f ms | %.2f ms (f32) |\n", m,
+                    kLayers, sum_ex * kLayers * 1e-3, sum_best * kLayers * 1e-3, 100.0 * (sum_ex - sum_best) / sum_ex,
+                    sum_f16 * kLayers * 1e-3, sum_ex16 * kLayers * 1e-3, sum_b0 * kLayers * 1e-3);
     }
     ck(cudaGetLastError(), "run");
     cublasLtDestroy(lt);
