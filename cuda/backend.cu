@@ -28,6 +28,10 @@
 
 namespace minfer::cuda {
 
+namespace {
+std::atomic<uint64_t> g_f16_groups{0};  // device::testing::cuda_f16_groups: groups uploaded by cuda_load
+}  // namespace
+
 void check(cudaError_t err, const char* what) {
     if (err == cudaSuccess) return;
     cudaGetLastError();  // clear a non-sticky error so the next call starts clean
@@ -67,24 +71,60 @@ using cuda::DeviceMemory;
 // ---- weight registry ---------------------------------------------------------------------------------------
 
 WeightRegistry::~WeightRegistry() {
-    for (auto& [name, e] : live_) cudaFree(const_cast<void*>(e.device));
-    for (Entry& e : retired_) cudaFree(const_cast<void*>(e.device));
+    for (void* p : allocations_) cudaFree(p);
+}
+
+WeightRegistry::Entry& WeightRegistry::add_live(const std::string& name, const void* device, uint64_t bytes, int32_t type,
+                                                const int64_t shape[4]) {
+    auto it = live_.find(name);
+    if (it != live_.end()) retired_.push_back(it->second);  // never freed while the registry lives
+    Entry& e = live_[name];
+    e.device = device;
+    e.bytes = bytes;
+    e.type = type;
+    for (int i = 0; i < 4; ++i) e.shape[i] = shape[i];
+    device_bytes_ += bytes;
+    return e;
 }
 
 const WeightRegistry::Entry& WeightRegistry::register_weight(const std::string& name, const void* host, uint64_t bytes,
                                                              int32_t type, const int64_t shape[4]) {
     auto it = live_.find(name);
     if (it != live_.end() && it->second.bytes == bytes) return it->second;
+    allocations_.reserve(allocations_.size() + 1);  // so the push below cannot throw with the memory in hand
     DeviceMemory mem(bytes, nullptr, name.c_str());
     check(cudaMemcpy(mem.as<void>(), host, bytes, cudaMemcpyHostToDevice), "upload");
-    if (it != live_.end()) retired_.push_back(it->second);  // never freed while the registry lives
-    Entry& e = live_[name];
-    e.bytes = bytes;
-    e.type = type;
-    for (int i = 0; i < 4; ++i) e.shape[i] = shape[i];
-    e.device = mem.take();  // the registry's destructor frees live and retired copies
-    device_bytes_ += bytes;
-    return e;
+    void* p = mem.take();
+    allocations_.push_back(p);
+    return add_live(name, p, bytes, type, shape);
+}
+
+std::vector<const WeightRegistry::Entry*> WeightRegistry::register_group(const std::vector<Upload>& weights) {
+    auto padded = [](uint64_t b) { return (b + 255) / 256 * 256; };
+    // Each new name's offset in the group's allocation; -1: registered before, or a repeat in the group.
+    std::vector<int64_t> offset(weights.size(), -1);
+    std::unordered_set<std::string> fresh;
+    uint64_t total = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+        const std::string& name = *weights[i].name;
+        if (live_.count(name) || !fresh.insert(name).second) continue;
+        offset[i] = static_cast<int64_t>(total);
+        total += padded(weights[i].bytes);
+    }
+    std::vector<const Entry*> out(weights.size(), nullptr);
+    if (total > 0) {
+        allocations_.reserve(allocations_.size() + 1);  // so the push below cannot throw with the memory in hand
+        DeviceMemory mem(total, nullptr, weights.front().name->c_str());
+        for (size_t i = 0; i < weights.size(); ++i)
+            if (offset[i] >= 0) check(cudaMemcpy(mem.as<uint8_t>() + offset[i], weights[i].host, weights[i].bytes, cudaMemcpyHostToDevice), "upload");
+        uint8_t* base = static_cast<uint8_t*>(mem.take());
+        allocations_.push_back(base);
+        for (size_t i = 0; i < weights.size(); ++i)
+            if (offset[i] >= 0) out[i] = &add_live(*weights[i].name, base + offset[i], weights[i].bytes, weights[i].type, weights[i].shape);
+    }
+    for (size_t i = 0; i < weights.size(); ++i)  // names registered before, and repeats: register_weight's rules
+        if (!out[i]) out[i] = &register_weight(*weights[i].name, weights[i].host, weights[i].bytes, weights[i].type, weights[i].shape);
+    return out;
 }
 
 }  // namespace minfer::device
@@ -138,6 +178,31 @@ void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, in
              mib(m.w16_bytes.load()).c_str(), m.warm_ms);
 }
 
+// The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
+// and its gate and up, where every member is an f16 tensor of the same width, appears once, and takes a
+// multiple of 256 bytes (so the next one follows directly: PrefillGemm::run_concat checks the adjacency
+// itself). matmul_weights begins with each layer's q, k, v, o, gate, up and down (model::layer_matmuls);
+// what follows the whole layers (the engine adds the output projection) takes no group.
+std::vector<std::vector<const gguf::TensorInfo*>> f16_groups(const std::vector<const gguf::TensorInfo*>& matmul_weights) {
+    std::vector<std::vector<const gguf::TensorInfo*>> groups;
+    if (!MINFER_F16_GROUPS) return groups;
+    std::unordered_set<const gguf::TensorInfo*> taken;
+    for (size_t l = 0; l + 7 <= matmul_weights.size(); l += 7)
+        for (auto [first, count] : {std::pair<size_t, size_t>{0, 3}, {4, 2}}) {
+            std::vector<const gguf::TensorInfo*> g(matmul_weights.begin() + static_cast<std::ptrdiff_t>(l + first),
+                                                   matmul_weights.begin() + static_cast<std::ptrdiff_t>(l + first + count));
+            const bool ok = std::all_of(g.begin(), g.end(), [&](const gguf::TensorInfo* t) {
+                return t && static_cast<quant::Type>(t->type) == quant::Type::F16 && t->ne[0] == g[0]->ne[0] && t->n_bytes % 256 == 0 &&
+                       !taken.count(t);
+            });
+            std::unordered_set<const gguf::TensorInfo*> distinct(g.begin(), g.end());
+            if (!ok || distinct.size() != g.size()) continue;
+            taken.insert(g.begin(), g.end());
+            groups.push_back(std::move(g));
+        }
+    return groups;
+}
+
 }  // namespace
 
 std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<const gguf::TensorInfo*>& matmul_weights,
@@ -169,10 +234,29 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
 
     uint64_t done = 0;
     report_progress("upload", 0, total);
+    // f16 matmul weights that a prefill step multiplies together (MINFER_F16_GROUPS): uploaded as a group,
+    // back to back, when the first of them comes up; the rest one allocation each.
+    std::unordered_map<const gguf::TensorInfo*, size_t> group_of;
+    const std::vector<std::vector<const gguf::TensorInfo*>> groups = f16_groups(matmul_weights);
+    for (size_t g = 0; g < groups.size(); ++g)
+        for (const gguf::TensorInfo* t : groups[g]) group_of.emplace(t, g);
     for (const gguf::TensorInfo& t : tensors) {
-        const WeightRegistry::Entry& e = m->registry.register_weight(t.name, t.data, t.n_bytes, t.type, t.ne);
-        m->by_tensor[&t] = e.device;
-        done += t.n_bytes;
+        if (m->by_tensor.count(&t)) continue;  // uploaded with its group
+        auto g = group_of.find(&t);
+        if (g == group_of.end()) {
+            m->by_tensor[&t] = m->registry.register_weight(t.name, t.data, t.n_bytes, t.type, t.ne).device;
+            done += t.n_bytes;
+        } else {
+            const std::vector<const gguf::TensorInfo*>& members = groups[g->second];
+            std::vector<WeightRegistry::Upload> ups;
+            for (const gguf::TensorInfo* u : members) ups.push_back({&u->name, u->data, u->n_bytes, u->type, u->ne});
+            const std::vector<const WeightRegistry::Entry*> es = m->registry.register_group(ups);
+            cuda::g_f16_groups.fetch_add(1, std::memory_order_relaxed);
+            for (size_t i = 0; i < members.size(); ++i) {
+                m->by_tensor[members[i]] = es[i]->device;
+                done += members[i]->n_bytes;
+            }
+        }
         report_progress("upload", done, total);
     }
     log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %s", tensors.size(), mib(m->registry.device_bytes()).c_str());
@@ -639,6 +723,14 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
     return c;
 }
 
+std::vector<uint8_t> cuda_download(const void* device, uint64_t bytes) {
+    std::vector<uint8_t> out(bytes);
+    check(cudaMemcpy(out.data(), device, bytes, cudaMemcpyDeviceToHost), "test download");
+    return out;
+}
+
+uint64_t cuda_f16_groups() { return cuda::g_f16_groups.load(); }
+
 uint64_t cuda_concat_gemms(uint64_t* f16_out) {
     if (f16_out) *f16_out = cuda::g_concat_gemms16.load();
     return cuda::g_concat_gemms.load();
@@ -656,6 +748,40 @@ uint64_t cuda_free_bytes() {
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     return free_b;
+}
+
+std::vector<uint8_t> cuda_qkv_finish(const std::vector<float>& qkv, const std::vector<int32_t>& pos, int n_head, int n_head_kv,
+                                     int head_dim, double rope_base, int table, int table_rows) {
+    const int n = static_cast<int>(pos.size());
+    const int64_t q_dim = int64_t{n_head} * head_dim, kv_dim = int64_t{n_head_kv} * head_dim, ld = q_dim + 2 * kv_dim;
+    if (n == 0 || qkv.size() != static_cast<size_t>(n * ld)) fail(MINFER_ERR_INTERNAL, "cuda_qkv_finish: %zu values for %d tokens", qkv.size(), n);
+    const int rows = *std::max_element(pos.begin(), pos.end()) + 1;
+    cuda::Stream stream;
+    const std::vector<double> inv = engine::rope_inv_freq(rope_base, head_dim);
+    DeviceMemory din(qkv.size() * 4, nullptr, "qkv"), dpos(pos.size() * 4, nullptr, "positions"), dq(static_cast<uint64_t>(n * q_dim) * 4, nullptr, "q"),
+        dk(static_cast<uint64_t>(rows * kv_dim) * 2, nullptr, "K"), dv(dk.bytes(), nullptr, "V"), dinv(inv.size() * 8, nullptr, "inv_freq"),
+        dtab(static_cast<uint64_t>(table > 0 ? table_rows : 0) * static_cast<uint64_t>(head_dim / 2) * sizeof(float2), nullptr, "RoPE table");
+    check(cudaMemcpy(din.as<void>(), qkv.data(), din.bytes(), cudaMemcpyHostToDevice), "upload qkv");
+    check(cudaMemcpy(dpos.as<void>(), pos.data(), dpos.bytes(), cudaMemcpyHostToDevice), "upload positions");
+    check(cudaMemcpy(dinv.as<void>(), inv.data(), dinv.bytes(), cudaMemcpyHostToDevice), "upload inv_freq");
+    for (DeviceMemory* d : {&dq, &dk, &dv}) check(cudaMemset(d->as<void>(), 0xff, d->bytes()), "poison");  // NaN: unwritten values fail
+    inputs_landed();
+    cuda::RopeTable rope;
+    if (table > 0) {
+        cuda::rope_table(dinv.as<double>(), head_dim, table_rows, dtab.as<float2>(), stream.get());
+        if (table == 2) check(cudaMemsetAsync(dtab.as<void>(), 0, dtab.bytes(), stream.get()), "zero the table");
+        rope = {dtab.as<float2>(), table_rows};
+    }
+    const float* in = din.as<float>();
+    cuda::qkv_finish({in, in + q_dim, in + q_dim + kv_dim, ld, ld}, dq.as<float>(), n, n_head, n_head_kv, head_dim, nullptr, nullptr, nullptr,
+                     nullptr, nullptr, 1e-6f, dinv.as<double>(), 0, dpos.as<int32_t>(), dk.as<__half>(), dv.as<__half>(), cuda::KvMap{},
+                     stream.get(), rope);
+    stream.sync("qkv_finish");
+    std::vector<uint8_t> out(dq.bytes() + dk.bytes() + dv.bytes());
+    check(cudaMemcpy(out.data(), dq.as<void>(), dq.bytes(), cudaMemcpyDeviceToHost), "download q");
+    check(cudaMemcpy(out.data() + dq.bytes(), dk.as<void>(), dk.bytes(), cudaMemcpyDeviceToHost), "download K");
+    check(cudaMemcpy(out.data() + dq.bytes() + dk.bytes(), dv.as<void>(), dv.bytes(), cudaMemcpyDeviceToHost), "download V");
+    return out;
 }
 
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -61,12 +62,22 @@
 #ifndef MINFER_ATT_XQ_OUT
 #define MINFER_ATT_XQ_OUT 1
 #endif
+// The RoPE rotations of every position of a context, computed once when it is created (cuda::rope_table:
+// head_dim / 2 (cos, sin) pairs a position, 512 bytes on the 7B against its 57 KB of KV cache), which
+// every layer's qkv_finish reads instead of taking a double-precision sincos per head, pair and layer
+// (32 times per position and pair in each of the 7B's layers, prefill and decode alike); the same values
+// either way. 0: no table.
+#ifndef MINFER_ROPE_TABLE
+#define MINFER_ROPE_TABLE 0
+#endif
 
 namespace minfer::device {
 namespace {
 
 using cuda::check;
 using cuda::DeviceMemory;
+
+std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
 
 // Page-locked host memory (the staging of every copy between host and device).
 class Pinned {
@@ -162,11 +173,13 @@ public:
         qkv_ = f32(nt * (q_dim_ + 2 * kv_dim_), "q/k/v projections");
         att_ = f32(nt * q_dim_, "attention output");
         gate_up_ = f32(2 * nt * c.n_ff, "gate and up");  // [nt][2 n_ff] from one GEMM, else gate [nt][n_ff] then up
+        defer_fits_ = 2 * int64_t{c.n_ff} >= c.n_embd;  // a deferred residual product ([nt][n_embd]) lies in gate_up_
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
         partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
                        "attention scratch");
         batch_ = DeviceMemory(4 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
         io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
+
         if (int8_) {
             const int64_t widest = std::max({int64_t{c.n_embd}, q_dim_, int64_t{c.n_ff}});
             xq_ = DeviceMemory(static_cast<uint64_t>(cuda::kMatvecMaxCols * cuda::matvec_xq_bytes((widest + 31) / 32 * 32)),
@@ -175,7 +188,15 @@ public:
         keys_ = DeviceMemory(static_cast<uint64_t>(shape.max_out) * sizeof(unsigned long long), &m_->scratch_bytes, "argmax keys");
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
-        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        // On the runner's stream, which does not wait for the legacy one (the table below reads it at once):
+        // from pageable memory, the call returns once the bytes are staged.
+        check(cudaMemcpyAsync(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice, s()), "RoPE table");
+        if (MINFER_ROPE_TABLE) {
+            rope_ = DeviceMemory(static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(c.head_dim / 2) * sizeof(float2), &m_->scratch_bytes,
+                                 "RoPE rotations");
+            cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
+            rope_rows_ = shape.n_ctx;
+        }
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(4 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
@@ -475,7 +496,22 @@ private:
             }
         };
         const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n == 1; });
+        // A residual add deferred from a GEMM (MINFER_DEFER_RESIDUAL): its product, waiting in gate_up_'s
+        // memory (free from the SwiGLU's read until the next gate/up GEMM) to be added to x by the next
+        // RMSNorm or the final gather; null when x is up to date.
+        const float* pending = nullptr;
+        float* const deferred = gate;
+        auto defer = [&](const Mat& w) {
+            return MINFER_DEFER_RESIDUAL && n > MINFER_GEMM_NARROW_MAX && defer_fits_ && gemm_->cublas_runs(w.type, w.w, n, w.cols);
+        };
+        // The RMSNorm of x (adding the deferred product first, if one waits) into out and out16 / xq.
+        auto norm = [&](const float* w, float* out, __half* out16, void* xq_out) {
+            if (pending) cuda::add_rms_norm(x, pending, n, c.n_embd, w, eps, out, s(), out16, xq_out);
+            else cuda::rms_norm(x, n, c.n_embd, w, eps, out, s(), out16, xq_out);
+            pending = nullptr;
+        };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
+        const cuda::RopeTable rope{rope_.as<float2>(), rope_rows_};  // none without MINFER_ROPE_TABLE
         cuda::KvMap per_token;  // each token's slot from slot_dev
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
@@ -492,8 +528,8 @@ private:
             const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
             // The GEMMs read the f16 copy alone: no f32 output then (MINFER_NORM_F16_ONLY).
             const bool qkv16 = !single && !qkv_few;
-            cuda::rms_norm(x, n, c.n_embd, L.attn_norm, eps, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb, s(),
-                           qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, qkv_xq ? xq : nullptr);
+            norm(L.attn_norm, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb, qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr,
+                 qkv_xq ? xq : nullptr);
             cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
@@ -504,7 +540,7 @@ private:
                 gemm_joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             }
             cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
-                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s());
+                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope);
             // Several tokens whose output projection takes the GEMM: the attention writes the GEMM's f16 input
             // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies).
             __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
@@ -533,6 +569,10 @@ private:
             if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
+            } else if (defer(L.wo)) {
+                matmul(L.wo, att, deferred, false, att16 != nullptr);  // x += Wo att, by the next norm
+                pending = deferred;
+                g_deferred_residuals.fetch_add(1, std::memory_order_relaxed);
             } else {
                 matmul(L.wo, att, x, true, att16 != nullptr);  // x += Wo att
             }
@@ -540,8 +580,8 @@ private:
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
             const bool gate_up_xq = single ? i8(L.gate) || i8(L.up) : gate_up_few;
             const bool gate_up16 = !single && !gate_up_few;
-            cuda::rms_norm(x, n, c.n_embd, L.ffn_norm, eps, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb, s(),
-                           gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
+            norm(L.ffn_norm, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb,
+                 gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
             if (single) {
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
@@ -574,7 +614,13 @@ private:
                     __half* h = gemm_->input16(gate, n, c.n_ff, false);
                     if (gu16) cuda::swiglu_f16_rows(gu16, gu16 + c.n_ff, n, c.n_ff, ld, h, s());
                     else cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, h, s());
-                    matmul(L.down, gate, x, true, true);  // x += W_down h
+                    if (defer(L.down)) {  // x += W_down h, by the next norm or the gather below
+                        matmul(L.down, gate, deferred, false, true);
+                        pending = deferred;
+                        g_deferred_residuals.fetch_add(1, std::memory_order_relaxed);
+                    } else {
+                        matmul(L.down, gate, x, true, true);  // x += W_down h
+                    }
                 }
             }
         }
@@ -585,7 +631,7 @@ private:
         const int n_rows = static_cast<int>(rows.size());
         const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_, n_rows);
         if (n_rows > 0) {
-            cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s());
+            cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s(), pending);
             cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, out8 ? xq : nullptr);
         }
         float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
@@ -616,6 +662,7 @@ private:
     engine::RunnerShape shape_;
     bool graphs_;
     bool int8_;  // the matvec_int8 option
+    bool defer_fits_ = false;  // gate_up_ holds a deferred residual product (MINFER_DEFER_RESIDUAL)
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
     int64_t kv_rows_ = 0;  // KV rows per layer: the pool's pages * kKvPage
@@ -629,6 +676,8 @@ private:
     DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys
     DeviceMemory inv_freq_;
+    DeviceMemory rope_;  // [n_ctx][head_dim / 2] (cos, sin) of every position (MINFER_ROPE_TABLE)
+    int rope_rows_ = 0;  // the positions rope_ holds
     std::unique_ptr<Pinned> io_host_, batch_host_, keys_host_, logits_host_;
     std::unique_ptr<cuda::PrefillGemm> gemm_;
     std::vector<LayerDev> layers_;
@@ -667,5 +716,7 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
              mib(scratch1 > scratch0 ? scratch1 - scratch0 : 0).c_str());
     return runner;
 }
+
+uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
 
 }  // namespace minfer::device

@@ -93,13 +93,20 @@ __device__ __forceinline__ float rms_scale(float ss, int dim, float eps, float* 
     return static_cast<float>(1.0 / sqrt(static_cast<double>(partial[0]) / dim + eps));
 }
 
-__global__ void rms_norm_kernel(const float* x, int dim, const float* w, float eps, float* out, __half* out16) {
+// add (optional): x[row] += add[row] first, written back (a residual add deferred from the GEMM before,
+// rounded as its epilogue rounds it: one f32 addition); the normalization then reads the sum. Each thread
+// reads back only the elements it wrote.
+__global__ void rms_norm_kernel(float* x, const float* add, int dim, const float* w, float eps, float* out, __half* out16) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     __shared__ float partial[32];
-    const float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
+    float* in = x + static_cast<int64_t>(blockIdx.x) * dim;
     float* o = out ? out + static_cast<int64_t>(blockIdx.x) * dim : nullptr;
     float ss = 0.0f;
+    if (add) {
+        const float* d = add + static_cast<int64_t>(blockIdx.x) * dim;
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) in[i] = __fadd_rn(in[i], d[i]);
+    }
     for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += in[i] * in[i];
     const float scale = rms_scale(ss, dim, eps, partial);
     __half* o16 = out16 ? out16 + static_cast<int64_t>(blockIdx.x) * dim : nullptr;
@@ -114,21 +121,31 @@ __global__ void rms_norm_kernel(const float* x, int dim, const float* w, float e
 // of the row and of w is issued before any is used (one memory latency, not one per loop iteration: the
 // loop form above waits dim / blockDim times, which made it the slowest kernel of a decode step).
 constexpr int kRmsVec = 4;
-__global__ __launch_bounds__(1024) void rms_norm_vec_kernel(const float* x, int dim, const float* w, float eps, float* out,
-                                                            __half* out16, uint8_t* xq) {
+__global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const float* add, int dim, const float* w, float eps,
+                                                            float* out, __half* out16, uint8_t* xq) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     __shared__ float partial[32];
-    const float4* in = reinterpret_cast<const float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
+    float4* in = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = out ? reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
     const float4* wv = reinterpret_cast<const float4*>(w);
     const int n4 = dim / 4;
-    float4 v[kRmsVec], g[kRmsVec];
+    float4 v[kRmsVec], g[kRmsVec], d[kRmsVec];
+    const float4* ad = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
         v[e] = i < n4 ? in[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        d[e] = ad && i < n4 ? ad[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+    if (ad) {  // the deferred residual add (rms_norm_kernel), written back before anything reads x again
+#pragma unroll
+        for (int e = 0; e < kRmsVec; ++e) {
+            const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
+            v[e] = make_float4(__fadd_rn(v[e].x, d[e].x), __fadd_rn(v[e].y, d[e].y), __fadd_rn(v[e].z, d[e].z), __fadd_rn(v[e].w, d[e].w));
+            if (i < n4) in[i] = v[e];
+        }
     }
     float ss = 0.0f;
 #pragma unroll
@@ -180,7 +197,8 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
                                   int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
                                   const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
-                                  int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv) {
+                                  int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv,
+                                  RopeTable rope) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
@@ -227,9 +245,15 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
         if (j >= half) continue;
         float x0 = a[p], x1 = b[p];
         if (kind != 2) {
-            double sn, cs;
-            sincos(static_cast<double>(pos) * inv_freq[j], &sn, &cs);
-            const float c = static_cast<float>(cs), sv = static_cast<float>(sn);
+            float c, sv;
+            if (pos < rope.rows) {  // pos >= 0: a position of the context
+                const float2 cs = rope.cs[static_cast<int64_t>(pos) * half + j];
+                c = cs.x, sv = cs.y;
+            } else {
+                double sn, cs;
+                sincos(static_cast<double>(pos) * inv_freq[j], &sn, &cs);
+                c = static_cast<float>(cs), sv = static_cast<float>(sn);
+            }
             x0 = __fsub_rn(__fmul_rn(a[p], c), __fmul_rn(b[p], sv));
             x1 = __fadd_rn(__fmul_rn(a[p], sv), __fmul_rn(b[p], c));
         }
@@ -245,11 +269,24 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
     }
 }
 
-__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int dim, float* __restrict__ out) {
+// out[p * half + j] = the (cos, sin) qkv_finish_kernel takes for position p and pair j.
+__global__ void rope_table_kernel(const double* __restrict__ inv_freq, int half, int rows, float2* __restrict__ out) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= static_cast<int64_t>(rows) * half) return;
+    const int p = static_cast<int>(i / half), j = static_cast<int>(i % half);
+    double sn, cs;
+    sincos(static_cast<double>(p) * inv_freq[j], &sn, &cs);
+    out[i] = make_float2(static_cast<float>(cs), static_cast<float>(sn));
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ x, const float* __restrict__ add, const int32_t* __restrict__ rows, int dim,
+                                   float* __restrict__ out) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     const int i = blockIdx.y, d = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-    if (d < dim) out[static_cast<int64_t>(i) * dim + d] = x[static_cast<int64_t>(rows[i]) * dim + d];
+    if (d >= dim) return;
+    const int64_t at = static_cast<int64_t>(rows[i]) * dim + d;
+    out[static_cast<int64_t>(i) * dim + d] = add ? __fadd_rn(x[at], add[at]) : x[at];
 }
 
 __global__ void store_kv_kernel(const float* k, const float* v, __half* kc, __half* vc, int64_t kv_dim, int pos0, KvMap kv) {
@@ -329,24 +366,42 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
     check_launch("to_f16");
 }
 
-void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16,
-              void* xq) {
+namespace {
+void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
+                     __half* out16, void* xq) {
     if (!out && !out16) fail(MINFER_ERR_INTERNAL, "rms_norm: no output");
-    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(out) |
-                          reinterpret_cast<uintptr_t>(out16) | reinterpret_cast<uintptr_t>(xq)) % 16 == 0;
+    if (add && (add == out || add == x || out == x))
+        fail(MINFER_ERR_INTERNAL, "rms_norm: with a residual add, x, its input and the output must be apart");
+    const bool aligned = (reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(add) | reinterpret_cast<uintptr_t>(w) |
+                          reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(out16) | reinterpret_cast<uintptr_t>(xq)) %
+                          16 ==
+                      0;
     if (xq && (dim % 32 != 0 || !aligned || dim > kRmsVec * 4 * 1024))
         fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs aligned rows of a multiple of 32 (%d)", dim);
     if (aligned && dim % 4 == 0 && dim <= kRmsVec * 4 * 1024) {
         const int per = kRmsVec * 4;  // elements per thread at most
         const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-        check(launch_pdl(rms_norm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, dim, w, eps, out, out16,
-                         static_cast<uint8_t*>(xq)),
+        check(launch_pdl(rms_norm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, add, dim, w, eps, out,
+                         out16, static_cast<uint8_t*>(xq)),
               "rms_norm");
     } else {
         const int threads = dim >= 1024 ? 256 : 128;
-        check(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, dim, w, eps, out, out16),
+        check(launch_pdl(rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, add, dim, w, eps, out, out16),
               "rms_norm");
     }
+}
+}  // namespace
+
+void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16,
+              void* xq) {
+    // x is only read without an add: the kernels' pointer is writable for the add's sake alone
+    launch_rms_norm(const_cast<float*>(x), nullptr, rows, dim, w, eps, out, stream, out16, xq);
+}
+
+void add_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
+                  __half* out16, void* xq) {
+    if (!add) fail(MINFER_ERR_INTERNAL, "add_rms_norm: nothing to add");
+    launch_rms_norm(x, add, rows, dim, w, eps, out, stream, out16, xq);
 }
 
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream) {
@@ -370,20 +425,29 @@ void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, 
 
 void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
                 const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
-                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream) {
+                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream, const RopeTable& rope) {
     if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
+    if (rope.rows > 0 && !rope.cs) fail(MINFER_ERR_INTERNAL, "qkv_finish: a RoPE table without rotations");
     const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
     if (in.ld_q < q_dim || in.ld_kv < kv_dim || (in.q == q && in.ld_q != q_dim))
         fail(MINFER_ERR_INTERNAL, "qkv_finish: row strides %lld, %lld", static_cast<long long>(in.ld_q), static_cast<long long>(in.ld_kv));
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
     check(launch_pdl(qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, in.q, in.k, in.v, in.ld_q, in.ld_kv, q, n,
-                     n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv),
+                     n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv, rope),
           "qkv_finish");
 }
 
-void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream) {
+void rope_table(const double* inv_freq, int head_dim, int rows, float2* out, cudaStream_t stream) {
+    if (rows <= 0) return;
+    const int half = head_dim / 2;
+    rope_table_kernel<<<blocks_for(static_cast<int64_t>(rows) * half, 256), 256, 0, stream>>>(inv_freq, half, rows, out);
+    check_launch("rope_table");
+}
+
+void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream, const float* add) {
     if (n <= 0) return;
-    check(launch_pdl(gather_rows_kernel, dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), dim3(256), 0, stream, x, rows, dim, out),
+    check(launch_pdl(gather_rows_kernel, dim3(blocks_for(dim, 256), static_cast<unsigned>(n)), dim3(256), 0, stream, x, add, rows, dim,
+                     out),
           "gather_rows");
 }
 

@@ -103,6 +103,11 @@ void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, 
 // bytes per row).
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
               __half* out16 = nullptr, void* xq = nullptr);
+// rms_norm of x + add (rows like x), the sum written back to x first: a residual add deferred from the
+// GEMM before it (MINFER_DEFER_RESIDUAL), one f32 addition a value as the GEMM's epilogue adds it. x,
+// add and out are three different arrays (the sum stays in x).
+void add_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
+                  __half* out16 = nullptr, void* xq = nullptr);
 void add_bias(float* x, int64_t rows, int cols, const float* b, cudaStream_t stream);
 // NeoX rotary embedding in place; inv_freq[i] = base^(-2i/head_dim) in double, on the device.
 void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* inv_freq, cudaStream_t stream);
@@ -110,22 +115,36 @@ void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* in
 // rows kv_row(kv, t, pos0 + t).
 void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int n, int64_t kv_dim, int pos0, const KvMap& kv,
               cudaStream_t stream);
+// rope_table's output for positions 0 .. rows - 1 (rows 0: none; qkv_finish computes the rotations of
+// positions past the table itself).
+struct RopeTable {
+    const float2* cs = nullptr;
+    int rows = 0;
+};
 // Everything between the q/k/v projections and attention, for n tokens, token t at position pos_dev[t]
 // (read on the device) or, with pos_dev null, pos0 + t: q += bq, k += bk, v += bv (null: none), per-head
 // RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written to
 // `q` (below) and k, v as f16 into the cache rows kv_row(kv, t, position) (caches of one layer). head_dim <= 128.
 // The projections as the GEMMs left them: token t's q at in.q + t * in.ld_q, its k and v likewise at
 // in.ld_kv (three matrices, or one [n][q_dim + 2 kv_dim] of a GEMM over the concatenated weights); q,
-// rotated, goes to `q` ([n][n_head * head_dim]; in.q itself when ld_q is q's width).
+// rotated, goes to `q` ([n][n_head * head_dim]; in.q itself when ld_q is q's width). rope (optional):
+// the context's rotations (MINFER_ROPE_TABLE), read instead of computed, the same values.
 struct QkvIn {
     const float *q, *k, *v;
     int64_t ld_q, ld_kv;
 };
 void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
                 const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
-                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream);
-// out[i][:] = x[rows[i]][:] for i < n (rows on the device), dim floats per row.
-void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream);
+                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream,
+                const RopeTable& rope = {});
+// The rotations qkv_finish applies at positions 0 .. rows - 1, computed once for a context instead of once
+// per head and layer (MINFER_ROPE_TABLE): out[p * head_dim / 2 + j] = (cos, sin) of p * inv_freq[j], in
+// double rounded to float, the values qkv_finish computes itself without the table (so its output is
+// the same either way).
+void rope_table(const double* inv_freq, int head_dim, int rows, float2* out, cudaStream_t stream);
+// out[i][:] = x[rows[i]][:] for i < n (rows on the device), dim floats per row; add (optional, like x):
+// x[rows[i]][:] + add[rows[i]][:] (a deferred residual add, as add_rms_norm adds it).
+void gather_rows(const float* x, const int32_t* rows, int n, int dim, float* out, cudaStream_t stream, const float* add = nullptr);
 void swiglu(float* gate, const float* up, int64_t n, cudaStream_t stream);
 // out = f16(silu(gate) * up): the swiglu product as a GEMM's input, gate left as it was.
 void swiglu_f16(const float* gate, const float* up, __half* out, int64_t n, cudaStream_t stream);

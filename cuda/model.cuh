@@ -193,6 +193,28 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 #ifndef MINFER_GATEUP_F16
 #define MINFER_GATEUP_F16 1
 #endif
+// f16 weights (which have no f16 cache copy) uploaded so that each layer's q, k and v, and its gate and
+// up, lie back to back (WeightRegistry::register_group), so a prefill step multiplies each group in one
+// GEMM as it does the cache's copies (run_concat; the gate/up product then in f16 as above). 0: one
+// allocation a tensor, and an f16 model's prefill runs seven GEMMs a layer where a quantized one on the
+// cache runs four.
+#ifndef MINFER_F16_GROUPS
+#define MINFER_F16_GROUPS 0
+#endif
+// The output and down projections of a step of more than MINFER_GEMM_NARROW_MAX tokens, where cuBLAS runs
+// them, write W x into a scratch (beta = 0) instead of adding it into the residual stream in the GEMM's
+// epilogue (beta = 1), and the next RMSNorm (or the final gather of the rows asked for) adds it: cuBLAS's
+// choice for the accumulating form of those shapes measured 14-16% slower than cuBLASLt's best at 2,048
+// tokens (tests/bench_cublaslt, docs/perf.md, 2026-12-04, third session), and PyTorch's bf16 calls of the
+// same shapes (beta = 0) reach 699-754 TFLOP/s against its 557-560 (shared/anchors.md). 0 keeps the
+// epilogue add. Either way the residual gets one f32 addition of the product (whose own last bits
+// depend on the algorithm cuBLAS picks, as always). The price: each norm reads the product and writes x
+// back, traffic the epilogue's read of C does not have (58 MB a norm at 2,048 tokens on the 7B: about
+// 0.8 ms of the call at the copy bandwidth, against some 4 ms the GEMM rates above put within reach),
+// so only a whole-prefill A/B decides.
+#ifndef MINFER_DEFER_RESIDUAL
+#define MINFER_DEFER_RESIDUAL 0
+#endif
 
 namespace minfer::cuda {
 
@@ -238,6 +260,9 @@ public:
     // the f16 copy alone; a later call with same_input that would have to convert x again, its n or cols
     // differing, fails instead of reading it).
     __half* input16(const float* x, int n, int64_t cols, bool x_holds);
+    // Whether run() takes n tokens of this weight to cuBLAS (its f16 copy, or its dequantization into the
+    // scratch): where a residual add may leave the GEMM's epilogue (MINFER_DEFER_RESIDUAL).
+    bool cublas_runs(quant::Type type, const void* w, int n, int64_t cols) const { return cublas_ && !narrow_quant(type, w, n, cols); }
     // Whether run() takes n tokens of this weight through the narrow GEMM on its quantized blocks.
     bool narrow_quant(quant::Type type, const void* w, int n, int64_t cols) const {
         if (MINFER_GEMM_NARROW_QUANT == 0 || !narrow(n) || !gemm_narrow_quant_supports(type, cols)) return false;

@@ -12,6 +12,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "api/api_internal.h"
@@ -274,6 +275,69 @@ TEST_SUITE("cuda") {
         CHECK(reg.find("blk.0.w")->device == p2);
         CHECK(reg.find("blk.0.w")->shape[1] == 4);
         CHECK(reg.find("other") == nullptr);
+    }
+
+    TEST_CASE("the weight registry uploads a group back to back, each copy on a 256-byte boundary") {
+        device::WeightRegistry reg;
+        const int64_t shape[4] = {64, 2, 1, 1};
+        std::vector<float> a = normal(128, 3), b = normal(100, 4), c = normal(64, 5);
+        const std::string na = "blk.0.q", nb = "blk.0.k", nc = "blk.0.v", old = "blk.0.o";
+        const void* p_old = reg.register_weight(old, c.data(), 256, 0, shape).device;
+        // a: 512 bytes, b: 400 (padded to 512), c: 256; the name registered before keeps its copy; a repeat
+        // of a name in the group gets the first one's.
+        const std::vector<device::WeightRegistry::Upload> ups = {
+            {&na, a.data(), 512, 0, shape}, {&nb, b.data(), 400, 0, shape}, {&old, c.data(), 256, 0, shape},
+            {&nc, c.data(), 256, 0, shape}, {&na, a.data(), 512, 0, shape}};
+        const std::vector<const device::WeightRegistry::Entry*> es = reg.register_group(ups);
+        REQUIRE(es.size() == 5);
+        const auto* base = static_cast<const uint8_t*>(es[0]->device);
+        CHECK(es[1]->device == base + 512);
+        CHECK(es[3]->device == base + 1024);
+        CHECK(es[2]->device == p_old);
+        CHECK(reg.device_bytes() == 256 + 512 + 400 + 256);  // the repeat and the earlier name: no copy
+        CHECK(reg.retired() == 0);
+        // The bytes arrived where the entries say.
+        for (const auto& [e, host, bytes] : {std::tuple{es[0], static_cast<const void*>(a.data()), 512}, std::tuple{es[1], static_cast<const void*>(b.data()), 400},
+                                             std::tuple{es[3], static_cast<const void*>(c.data()), 256}}) {
+            const std::vector<uint8_t> back = device::testing::cuda_download(e->device, static_cast<uint64_t>(bytes));
+            CHECK(std::memcmp(back.data(), host, back.size()) == 0);
+        }
+    }
+
+    // The context's RoPE table (MINFER_ROPE_TABLE) gives qkv_finish the rotations it computes itself, bit
+    // for bit, and is read for the positions it holds only: a zeroed table changes exactly those tokens.
+    // Qwen's base (1e6) and 1e4, both head sizes, positions inside and past a 300-row table, a group of 7.
+    TEST_CASE("qkv_finish: the RoPE table gives the same bytes as the rotations computed per head") {
+        for (const int hd : {64, 128})
+            for (const double base : {1e4, 1e6}) {
+                CAPTURE(hd);
+                CAPTURE(base);
+                const int n_head = 7, n_head_kv = 1;
+                const std::vector<int32_t> pos = {0, 1, 2, 17, 63, 64, 255, 298, 299, 300, 301, 1023, 4095, 9000};
+                const int64_t q_bytes = static_cast<int64_t>(pos.size()) * n_head * hd * 4;
+                const std::vector<float> qkv = normal(pos.size() * static_cast<size_t>((n_head + 2 * n_head_kv) * hd), 41 + hd);
+                const std::vector<uint8_t> plain = device::testing::cuda_qkv_finish(qkv, pos, n_head, n_head_kv, hd, base, 0, 300);
+                const std::vector<uint8_t> table = device::testing::cuda_qkv_finish(qkv, pos, n_head, n_head_kv, hd, base, 1, 300);
+                const std::vector<uint8_t> zeroed = device::testing::cuda_qkv_finish(qkv, pos, n_head, n_head_kv, hd, base, 2, 300);
+                REQUIRE(plain.size() == table.size());
+                CHECK(std::memcmp(plain.data(), table.data(), plain.size()) == 0);
+                // q rows: token t's [n_head * hd] floats; its rotation came from the zeroed table exactly
+                // where pos[t] < 300 (where it is 0, cos 0 instead of 1 still changes it).
+                for (size_t t = 0; t < pos.size(); ++t) {
+                    CAPTURE(pos[t]);
+                    const size_t row = static_cast<size_t>(n_head * hd) * 4, at = t * row;
+                    const bool same = std::memcmp(plain.data() + at, zeroed.data() + at, row) == 0;
+                    CHECK(same == (pos[t] >= 300));
+                }
+                // The outputs are finite values, not the poison (NaN) of unwritten memory: q all written.
+                int nan = 0;
+                for (int64_t i = 0; i < q_bytes / 4; ++i) {
+                    float f;
+                    std::memcpy(&f, plain.data() + 4 * i, 4);
+                    nan += std::isnan(f) ? 1 : 0;
+                }
+                CHECK(nan == 0);
+            }
     }
 }
 
@@ -905,6 +969,7 @@ TEST_SUITE("cuda") {
                 minfer_close(m);
                 uint64_t before16 = 0, after16 = 0;
                 const uint64_t before = device::testing::cuda_concat_gemms(&before16);
+                const uint64_t deferred0 = device::testing::cuda_deferred_residuals();
                 for (const WholeModelComparison& c : cuda_vs_reference(path, 4, {1, 40, 108, 5, 1})) {
                     CAPTURE(c.what);
                     MESSAGE(preset, " ", mix, " ", c.what, ": rel L2 ", c.err);
@@ -919,7 +984,52 @@ TEST_SUITE("cuda") {
 #define MINFER_GATEUP_F16 1  // cuda/model.cuh's default; a variant build passes its value to g++ too
 #endif
                 if (cublas && MINFER_GATEUP_F16) CHECK(after16 - before16 >= layers);
+                // ... and the 108-token chunk's output and down projections leave their residual adds to
+                // the next RMSNorm and the final gather (MINFER_DEFER_RESIDUAL), so these comparisons
+                // cover that route too (a product left unadded is an error of order 1).
+#ifndef MINFER_DEFER_RESIDUAL
+#define MINFER_DEFER_RESIDUAL 0  // cuda/model.cuh's default, as above
+#endif
+                const uint64_t deferred = device::testing::cuda_deferred_residuals() - deferred0;
+                MESSAGE("deferred residual adds: ", deferred);
+                if (cublas && MINFER_DEFER_RESIDUAL) CHECK(deferred >= 2 * layers);
+                if (!MINFER_DEFER_RESIDUAL) CHECK(deferred == 0);
             }
+    }
+
+    // f16 weights have no cache copy: with MINFER_F16_GROUPS their upload puts each layer's q, k and v (and
+    // its gate and up) back to back, so the concatenated GEMMs above run on the weights themselves; the
+    // hook counts them (none without the knob), and the logits go against float64 as above.
+    TEST_CASE("whole models in f16: q/k/v and gate/up uploaded back to back, one GEMM each, against float64") {
+#ifndef MINFER_F16_GROUPS
+#define MINFER_F16_GROUPS 0  // cuda/model.cuh's default, as above
+#endif
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
+            CAPTURE(preset);
+            const std::string path = synth_model(preset, "f16");
+            minfer_model* m = open_on(path, "cuda");
+            const uint64_t layers = static_cast<uint64_t>(minfer_model_n_layer(m));
+            const bool cublas = std::string(minfer_model_gemm(m)) == "cublas";
+            minfer_close(m);
+            uint64_t before16 = 0, after16 = 0;
+            const uint64_t before = device::testing::cuda_concat_gemms(&before16), groups0 = device::testing::cuda_f16_groups();
+            for (const WholeModelComparison& c : cuda_vs_reference(path, 4, {1, 40, 108, 5, 1})) {
+                CAPTURE(c.what);
+                MESSAGE(preset, " f16 ", c.what, ": rel L2 ", c.err);
+                CHECK(c.err < kCudaBound);
+            }
+            // Each load (cuda_vs_reference loads the model once more) uploads the layers' two groups.
+            const uint64_t groups = device::testing::cuda_f16_groups() - groups0;
+            const uint64_t concat = device::testing::cuda_concat_gemms(&after16) - before;
+            MESSAGE("f16 groups uploaded: ", groups, ", concatenated GEMMs: ", concat, ", of which f16 gate/up: ", after16 - before16);
+            if (MINFER_F16_GROUPS) {
+                CHECK(groups >= 2 * layers);
+                CHECK(concat >= 4 * layers);
+                if (cublas && MINFER_GATEUP_F16) CHECK(after16 - before16 >= layers);
+            } else {
+                CHECK(groups == 0);
+            }
+        }
     }
 
     // Prompts of 1, 17, 512 and 2,100 tokens in one call each, and the 2,100 fed as 1,000 + 1,100 (the

@@ -51,6 +51,19 @@ public:
     // Throws Error: MINFER_ERR_OUT_OF_MEMORY (nothing is registered then), MINFER_ERR_DEVICE.
     const Entry& register_weight(const std::string& name, const void* host, uint64_t bytes, int32_t type,
                                  const int64_t shape[4]);
+    // Several weights uploaded into one allocation in the order given, each copy at the next 256-byte
+    // boundary after the one before: f16 matrices of one width whose sizes are multiples of 256 bytes lie
+    // back to back, one matrix of their rows together (a layer's q, k and v; its gate and up), which a
+    // prefill step multiplies in one GEMM (cuda/model.cuh, PrefillGemm::run_concat). A name already
+    // registered takes register_weight's rules instead, alone; the rest are still grouped. Same errors.
+    struct Upload {
+        const std::string* name;
+        const void* host;
+        uint64_t bytes;
+        int32_t type;
+        const int64_t* shape;  // 4 extents
+    };
+    std::vector<const Entry*> register_group(const std::vector<Upload>& weights);
     const Entry* find(const std::string& name) const {
         auto it = live_.find(name);
         return it == live_.end() ? nullptr : &it->second;
@@ -60,8 +73,10 @@ public:
     size_t retired() const { return retired_.size(); }
 
 private:
+    Entry& add_live(const std::string& name, const void* device, uint64_t bytes, int32_t type, const int64_t shape[4]);
     std::unordered_map<std::string, Entry> live_;
     std::vector<Entry> retired_;
+    std::vector<void*> allocations_;  // every upload's allocation (a group's copies share one), freed with the registry
     uint64_t device_bytes_ = 0;
 };
 
@@ -150,11 +165,27 @@ std::vector<float> cuda_gemm_f16(const std::vector<uint16_t>& a, const std::vect
 // GEMMs over concatenated f16 copies (PrefillGemm::run_concat) issued in this process so far; f16_out,
 // given, receives how many of them wrote an f16 product (the gate/up GEMM through cuBLAS).
 uint64_t cuda_concat_gemms(uint64_t* f16_out = nullptr);
+// Output and down projections whose residual add went to the next RMSNorm or the final gather
+// (MINFER_DEFER_RESIDUAL) in this process so far.
+uint64_t cuda_deferred_residuals();
 // gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
 // (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
 // cuBLASLt in this process so far.
 void cuda_gemm_tune_force(bool on);
 void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs);
+// Groups of f16 weights uploaded back to back by model loads in this process so far (MINFER_F16_GROUPS:
+// a layer's q, k and v; its gate and up).
+uint64_t cuda_f16_groups();
+// cuda::qkv_finish of n = pos.size() tokens (qkv: their [n][q_dim + 2 kv_dim] projections, no biases or
+// q/k norms) at positions pos[t] of one sequence (KV rows = positions), RoPE base rope_base; table 0
+// computes the rotations in the kernel, 1 reads them from a table of table_rows positions (rope_table),
+// 2 from that table zeroed (so the positions it covers must come out different). Returns the bytes of
+// q's output ([n][q_dim] f32) and then of the K and V caches ([max pos + 1][kv_dim] f16 each, rows no
+// position names poisoned with NaN).
+std::vector<uint8_t> cuda_qkv_finish(const std::vector<float>& qkv, const std::vector<int32_t>& pos, int n_head, int n_head_kv,
+                                     int head_dim, double rope_base, int table, int table_rows);
+// `bytes` bytes of device memory from `device` on, copied to the host.
+std::vector<uint8_t> cuda_download(const void* device, uint64_t bytes);
 // Free device memory in bytes (cudaMemGetInfo).
 uint64_t cuda_free_bytes();
 // The current device's compute capability, major * 10 + minor (90 for an H100 or H200).

@@ -21,6 +21,7 @@ const device::WeightRegistry::Entry& device::WeightRegistry::register_weight(con
                                                                              const int64_t*) {
     no_cuda();
 }
+std::vector<const device::WeightRegistry::Entry*> device::WeightRegistry::register_group(const std::vector<Upload>&) { no_cuda(); }
 std::string device::cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
 std::shared_ptr<device::CudaModel> device::cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&,
                                                      int) {
@@ -59,6 +60,13 @@ std::vector<float> device::testing::cuda_attention_decode(const std::vector<floa
     no_cuda();
 }
 uint64_t device::testing::cuda_concat_gemms(uint64_t*) { no_cuda(); }
+uint64_t device::testing::cuda_deferred_residuals() { no_cuda(); }
+std::vector<uint8_t> device::testing::cuda_download(const void*, uint64_t) { no_cuda(); }
+uint64_t device::testing::cuda_f16_groups() { no_cuda(); }
+std::vector<uint8_t> device::testing::cuda_qkv_finish(const std::vector<float>&, const std::vector<int32_t>&, int, int, int, double, int,
+                                                      int) {
+    no_cuda();
+}
 void device::testing::cuda_gemm_tune_force(bool) { no_cuda(); }
 void device::testing::cuda_gemm_tune_counts(uint64_t*, uint64_t*) { no_cuda(); }
 std::vector<float> device::testing::cuda_attention_decode_rows(const std::vector<float>&, const std::vector<uint16_t>&,
