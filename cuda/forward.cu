@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -149,9 +150,11 @@ static_assert(cuda::kKvPageShift == engine::kKvPageShift, "the CUDA kernels and 
 class CudaRunner final : public engine::Runner {
 public:
     // chunk: tokens per forward pass (prefill_chunk above).
+    // log_level: the context's; at debug level each multi-token call logs its time on the GPU's stream.
     CudaRunner(std::shared_ptr<CudaModel> model, const model::Config& c, const model::Plan& plan, const engine::RunnerShape& shape,
-               bool graphs, bool int8, int chunk)
-        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs), int8_(int8), kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
+               bool graphs, bool int8, int chunk, int log_level)
+        : m_(std::move(model)), c_(c), shape_(shape), graphs_(graphs), int8_(int8), log_level_(log_level),
+          kv_(shape.n_seq, shape.n_ctx, shape.pages()) {
         m_->check_healthy();
         check(cudaSetDevice(0), "cudaSetDevice");
         max_tokens_ = chunk;
@@ -236,6 +239,8 @@ public:
 
     ~CudaRunner() override {
         if (stream_.get()) cudaStreamSynchronize(stream_.get());  // no kernel may outlive the buffers it uses
+        for (cudaEvent_t e : timing_)
+            if (e) cudaEventDestroy(e);
         if (graph_) cudaGraphExecDestroy(graph_);
         for (BatchGraph& g : batch_graphs_)
             if (g.exec) cudaGraphExecDestroy(g.exec);
@@ -258,6 +263,15 @@ public:
             } else {
                 const size_t chunk = static_cast<size_t>(max_tokens_);
                 size_t out = 0;
+                // Debug level: the call's time on the stream (its first launch to its last) against the host's,
+                // so the time a call spends outside its kernels (launch gaps, clocks) can be told from ncu's sums.
+                const bool timed = log_level_ >= MINFER_LOG_DEBUG;
+                const auto host0 = std::chrono::steady_clock::now();
+                if (timed) {
+                    for (cudaEvent_t& e : timing_)
+                        if (!e) check(cudaEventCreate(&e), "cudaEventCreate");
+                    check(cudaEventRecord(timing_[0], s()), "cudaEventRecord");
+                }
                 for (size_t c0 = 0; c0 < n; c0 += chunk) {
                     const size_t c1 = std::min(n, c0 + chunk), m = c1 - c0;
                     // Staging: tokens, positions, slots, then the output rows of the chunk.
@@ -286,7 +300,15 @@ public:
                     // The staging is rewritten by the next chunk: wait for this one's upload.
                     if (c1 < n) stream_.sync("batch upload");
                 }
+                if (timed) check(cudaEventRecord(timing_[1], s()), "cudaEventRecord");
                 finish(out);
+                if (timed) {
+                    float gpu_ms = 0.0f;
+                    check(cudaEventElapsedTime(&gpu_ms, timing_[0], timing_[1]), "cudaEventElapsedTime");
+                    const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host0).count();
+                    log_line(log_level_, MINFER_LOG_DEBUG, "CUDA: a forward call of %zu tokens in passes of up to %d: %.3f ms on the stream, %.3f ms on the host",
+                             n, max_tokens_, gpu_ms, host_ms);
+                }
             }
         } catch (const Error& e) {
             if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
@@ -662,6 +684,8 @@ private:
     engine::RunnerShape shape_;
     bool graphs_;
     bool int8_;  // the matvec_int8 option
+    int log_level_;
+    cudaEvent_t timing_[2] = {nullptr, nullptr};  // a timed call's first and last point on the stream (debug level)
     bool defer_fits_ = false;  // gate_up_ holds a deferred residual product (MINFER_DEFER_RESIDUAL)
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
@@ -708,7 +732,8 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
     const uint64_t scratch0 = model->scratch_bytes.load();
     CudaModel& m = *model;
     auto runner = std::make_unique<CudaRunner>(std::move(model), config, plan, shape, opts.get(options::Id::cuda_graph) != 0,
-                                               opts.get(options::Id::matvec_int8) != 0, chunk);
+                                               opts.get(options::Id::matvec_int8) != 0, chunk,
+                                               static_cast<int>(opts.get(options::Id::log_level)));
     const uint64_t scratch1 = m.scratch_bytes.load();
     log_line(static_cast<int>(opts.get(options::Id::log_level)), MINFER_LOG_INFO,
              "CUDA: a context of %d positions x %d sequences: forward passes of up to %d tokens (prefill_chunk=%lld), %s of scratch",
