@@ -9,6 +9,8 @@
 // q/k/v concatenated 4608 x 3584, o 3584 x 3584 (accumulated into the residual: beta = 1), gate/up
 // concatenated 37888 x 3584, down 3584 x 18944 (beta = 1). Each time is the median of --reps runs after
 // three warm-ups; TFLOP/s counts 2 m n k. The per-forward line sums one layer's four GEMMs times 28.
+// --qwen3-8b: that preset's shapes instead (q/k/v 6144 x 4096, o 4096 x 4096, gate/up 24576 x 4096,
+// down 4096 x 12288; 36 layers).
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
@@ -52,20 +54,27 @@ float median_us(cudaStream_t stream, cudaEvent_t e0, cudaEvent_t e1, int reps, F
 int main(int argc, char** argv) {
     std::vector<int> lengths = {512, 2048, 8192};
     int reps = 10, max_algos = 16;
+    bool qwen3 = false;
     for (int i = 1; i < argc; ++i) {
         if (!std::strcmp(argv[i], "--lengths") && i + 1 < argc) lengths = bench::int_list(argv[++i]);
         else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
         else if (!std::strcmp(argv[i], "--algos") && i + 1 < argc) max_algos = std::clamp(std::atoi(argv[++i]), 1, kMaxAlgos);
+        else if (!std::strcmp(argv[i], "--qwen3-8b")) qwen3 = true;
         else {
-            std::fprintf(stderr, "usage: bench_cublaslt [--lengths 512,2048,8192] [--reps 10] [--algos 16]\n");
+            std::fprintf(stderr, "usage: bench_cublaslt [--lengths 512,2048,8192] [--reps 10] [--algos 16] [--qwen3-8b]\n");
             return 2;
         }
     }
-    const Shape shapes[] = {{"q/k/v 4608x3584", 4608, 3584, false},
-                            {"o 3584x3584", 3584, 3584, true},
-                            {"gate/up 37888x3584", 37888, 3584, false},
-                            {"down 3584x18944", 3584, 18944, true}};
-    constexpr int kLayers = 28;
+    // qwen2-7b, or with --qwen3-8b that preset (d 4096, ff 12288, 32 heads over 8 KV heads of 128, 36 layers).
+    const std::vector<Shape> shapes = qwen3 ? std::vector<Shape>{{"q/k/v 6144x4096", 6144, 4096, false},
+                                                                 {"o 4096x4096", 4096, 4096, true},
+                                                                 {"gate/up 24576x4096", 24576, 4096, false},
+                                                                 {"down 4096x12288", 4096, 12288, true}}
+                                            : std::vector<Shape>{{"q/k/v 4608x3584", 4608, 3584, false},
+                                                                 {"o 3584x3584", 3584, 3584, true},
+                                                                 {"gate/up 37888x3584", 37888, 3584, false},
+                                                                 {"down 3584x18944", 3584, 18944, true}};
+    const int kLayers = qwen3 ? 36 : 28;
     constexpr size_t kWorkspace = size_t{32} << 20;  // cuda/model.cuh's kCublasWorkspace
 
     cudaStream_t stream;
