@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "cuda/kv_map.cuh"
+#include "cuda/rope_table.cuh"  // RopeTable
 #include "quant/types.h"
 
 namespace minfer::cuda {
@@ -115,12 +116,6 @@ void rope(float* x, int n, int n_heads, int head_dim, int pos0, const double* in
 // rows kv_row(kv, t, pos0 + t).
 void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, int n, int64_t kv_dim, int pos0, const KvMap& kv,
               cudaStream_t stream);
-// rope_table's output for positions 0 .. rows - 1 (rows 0: none; qkv_finish computes the rotations of
-// positions past the table itself).
-struct RopeTable {
-    const float2* cs = nullptr;
-    int rows = 0;
-};
 // Everything between the q/k/v projections and attention, for n tokens, token t at position pos_dev[t]
 // (read on the device) or, with pos_dev null, pos0 + t: q += bq, k += bk, v += bv (null: none), per-head
 // RMS norm of q and k by q_norm, k_norm (null: none), RoPE of q and k (inv_freq as for rope), q written to

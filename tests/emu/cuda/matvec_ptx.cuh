@@ -1,6 +1,7 @@
-// Host emulation of the CUDA that the decode mat-vec's, the prefill attention's and the narrow GEMM's
-// device code use (cuda/matvec_impl.cuh, cuda/attention_mma.cuh, cuda/gemm_narrow.cuh), for
-// tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp and tests/test_gemm_narrow_emu.cpp. It stands
+// Host emulation of the CUDA that the decode mat-vec's, the prefill attention's, the narrow GEMM's and the
+// row kernels' device code use (cuda/matvec_impl.cuh, cuda/attention_mma.cuh, cuda/gemm_narrow.cuh,
+// cuda/norm_rope.cuh), for tests/test_matvec_emu.cpp, tests/test_attention_emu.cpp,
+// tests/test_gemm_narrow_emu.cpp and tests/test_norm_rope_emu.cpp. It stands
 // in for cuda/matvec_ptx.cuh (this directory comes first on the include path), so the kernels' own code
 // runs on the CPU:
 //
@@ -77,6 +78,10 @@ struct __half {
 inline __half __ushort_as_half(unsigned short v) { return {v}; }
 inline float __half2float(__half h) { return minfer::quant::f16_to_f32(h.bits); }
 inline __half __float2half_rn(float f) { return {minfer::quant::f32_to_f16(f)}; }
+struct __half2 {
+    __half x, y;
+};
+inline __half2 __halves2half2(__half a, __half b) { return {a, b}; }
 
 inline uint32_t __float_as_uint(float f) { return minfer::quant::f32_bits(f); }
 inline int __float_as_int(float f) { return static_cast<int>(minfer::quant::f32_bits(f)); }
@@ -99,6 +104,7 @@ inline uint32_t __funnelshift_r(uint32_t lo, uint32_t hi, uint32_t shift) {
 // The explicitly rounded f32 operations: IEEE single precision on the host too (the tests are built without
 // FMA contraction).
 inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -1,0 +1,228 @@
+// The forward pass's row kernels (cuda/norm_rope.cuh) run on the CPU through the CUDA emulation in
+// tests/emu/cuda/matvec_ptx.cuh: the RMSNorm with a deferred residual add (MINFER_DEFER_RESIDUAL) against
+// the same kernel on the sum made here, and against float64; the gather of the logits rows with the add;
+// qkv_finish with the context's RoPE table (MINFER_ROPE_TABLE) against qkv_finish computing the rotations
+// itself, byte for byte, and against a float64 rotation. Each case runs in forward and reverse lane order
+// (a missing barrier reads a stale value in one of them); outputs are poisoned with NaN first. No GPU is
+// needed; cuda_tests checks the same kernels on one.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cuda/norm_rope.cuh"  // with tests/emu first on the include path: the emulated CUDA
+#include "emu_test.h"
+#include "engine/ops.h"  // rope_inv_freq
+#include "quant/f16.h"
+
+namespace {
+
+namespace nr = minfer::cuda::nr;
+using emu_test::Config;
+using emu_test::kConfigs;
+using emu_test::normal;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+bool same_bits(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
+
+// The launcher's choice of kernel and threads (cuda/kernels.cu, launch_rms_norm) for aligned rows.
+bool vec_kernel(int dim) { return dim % 4 == 0 && dim <= nr::kRmsVec * 4 * 1024; }
+int norm_threads(int dim) {
+    if (!vec_kernel(dim)) return dim >= 1024 ? 256 : 128;
+    const int per = nr::kRmsVec * 4;
+    return std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
+}
+
+// The norm of `rows` rows: x (updated in place when add is given) into out and out16.
+void run_norm(const Config& cfg, std::vector<float>& x, const float* add, int rows, int dim, const std::vector<float>& w, float eps,
+              std::vector<float>& out, std::vector<uint16_t>& out16) {
+    out.assign(static_cast<size_t>(rows) * dim, kNaN);
+    out16.assign(out.size(), 0x7e00);  // f16 NaN
+    auto* o16 = reinterpret_cast<__half*>(out16.data());
+    mv_emu::readable = {{w.data(), w.size() * sizeof(float)}};  // the kernel's __ldg reads of the norm's weights
+    emu_test::launch(rows, norm_threads(dim), 0, cfg, [&] {
+        if (vec_kernel(dim)) nr::rms_norm_vec_kernel(x.data(), add, dim, w.data(), eps, out.data(), o16, nullptr);
+        else nr::rms_norm_kernel(x.data(), add, dim, w.data(), eps, out.data(), o16);
+    });
+}
+
+}  // namespace
+
+// x + d written back into x, then normalized: the same bits as the same kernel given the f32 sum made
+// here (so the add is one f32 addition, as cuBLAS's beta = 1 epilogue makes it), the add's input left as
+// it was, and the norm within 1e-6 of float64. The vector kernel at the 7B's and the 0.5B's widths, the
+// loop kernel at a width the vector one does not take.
+TEST_CASE("RMSNorm with the deferred residual add: the sum written back, the norm of the sum") {
+    for (const Config& cfg : kConfigs)
+        for (const int dim : {3584, 896, 102}) {
+            CAPTURE(cfg.reverse);
+            CAPTURE(dim);
+            const int rows = 3;
+            const float eps = 1e-6f;
+            const size_t n = static_cast<size_t>(rows) * dim;
+            const std::vector<float> x0 = normal(n, 7 + dim, 4.0f), d = normal(n, 8 + dim), w = normal(static_cast<size_t>(dim), 9 + dim);
+            std::vector<float> xa = x0, xb(n);
+            for (size_t i = 0; i < n; ++i) xb[i] = x0[i] + d[i];
+            const std::vector<float> d_before = d, xb_before = xb;
+            std::vector<float> out_a, out_b;
+            std::vector<uint16_t> o16_a, o16_b;
+            run_norm(cfg, xa, d.data(), rows, dim, w, eps, out_a, o16_a);
+            run_norm(cfg, xb, nullptr, rows, dim, w, eps, out_b, o16_b);
+            CHECK(same_bits(xa.data(), xb_before.data(), n * 4));  // the sum, written back
+            CHECK(same_bits(xb.data(), xb_before.data(), n * 4));  // without an add, x is only read
+            CHECK(same_bits(d.data(), d_before.data(), n * 4));
+            CHECK(same_bits(out_a.data(), out_b.data(), n * 4));
+            CHECK(same_bits(o16_a.data(), o16_b.data(), n * 2));
+            std::vector<double> ref(n);
+            for (int r = 0; r < rows; ++r) {
+                double ss = 0;
+                for (int i = 0; i < dim; ++i) {
+                    const double v = double{x0[static_cast<size_t>(r) * dim + i]} + d[static_cast<size_t>(r) * dim + i];
+                    ss += v * v;
+                }
+                const double scale = 1.0 / std::sqrt(ss / dim + eps);
+                for (int i = 0; i < dim; ++i) {
+                    const size_t at = static_cast<size_t>(r) * dim + i;
+                    ref[at] = (double{x0[at]} + d[at]) * scale * w[static_cast<size_t>(i)];
+                }
+            }
+            CHECK(emu_test::rel_l2(out_a, ref) < 1e-6);
+        }
+}
+
+// The rows asked for, gathered with the deferred product added (the last layer's down projection), and
+// without it: each exactly x[row] + d[row] (one f32 addition), or x[row].
+TEST_CASE("gather_rows with the deferred residual add") {
+    const int dim = 600, n_src = 5;
+    const std::vector<int32_t> rows = {4, 0, 4, 2};
+    const std::vector<float> x = normal(static_cast<size_t>(n_src) * dim, 21), d = normal(x.size(), 22);
+    for (const bool with_add : {true, false}) {
+        CAPTURE(with_add);
+        std::vector<float> out(rows.size() * dim, kNaN);
+        emu_test::launch(mv_emu::Dim{static_cast<unsigned>((dim + 255) / 256), static_cast<unsigned>(rows.size()), 1u}, 256, 0, kConfigs[0],
+                         [&] { nr::gather_rows_kernel(x.data(), with_add ? d.data() : nullptr, rows.data(), dim, out.data()); });
+        int wrong = 0;
+        for (size_t i = 0; i < rows.size(); ++i)
+            for (int e = 0; e < dim; ++e) {
+                const size_t src = static_cast<size_t>(rows[i]) * dim + e;
+                const float want = with_add ? x[src] + d[src] : x[src];
+                wrong += std::memcmp(&out[i * dim + e], &want, 4) != 0;
+            }
+        CHECK(wrong == 0);
+    }
+}
+
+namespace {
+
+struct QkvOut {
+    std::vector<float> q;
+    std::vector<uint16_t> k, v;
+};
+
+// qkv_finish over tokens at `pos` (one sequence, cache rows = positions), with the RoPE table of
+// table_rows positions (table 1), that table zeroed (2), or none (0).
+QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vector<int32_t>& pos, int n_head, int n_head_kv, int hd,
+               double base, const std::vector<float>& bias, const std::vector<float>& q_norm, const std::vector<float>& k_norm, int table,
+               int table_rows) {
+    const int n = static_cast<int>(pos.size()), half = hd / 2;
+    const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_head_kv} * hd, ld = q_dim + 2 * kv_dim;
+    const std::vector<double> inv = minfer::engine::rope_inv_freq(base, hd);
+    std::vector<float2> rope(static_cast<size_t>(table_rows) * half, make_float2(kNaN, kNaN));
+    if (table > 0) {
+        emu_test::launch((static_cast<int64_t>(table_rows) * half + 255) / 256, 256, 0, cfg,
+                         [&] { nr::rope_table_kernel(inv.data(), half, table_rows, rope.data()); });
+        if (table == 2) std::fill(rope.begin(), rope.end(), make_float2(0.0f, 0.0f));
+    }
+    const minfer::cuda::RopeTable rt{table > 0 ? rope.data() : nullptr, table > 0 ? table_rows : 0};
+    const int cache_rows = *std::max_element(pos.begin(), pos.end()) + 1;
+    QkvOut o;
+    o.q.assign(static_cast<size_t>(n * q_dim), kNaN);
+    o.k.assign(static_cast<size_t>(cache_rows * kv_dim), 0x7e00);
+    o.v = o.k;
+    const float* in = qkv.data();
+    const float* bq = bias.data();
+    const int64_t units = int64_t{n} * (n_head + 2 * n_head_kv);
+    emu_test::launch((units + 3) / 4, 128, 0, cfg, [&] {
+        nr::qkv_finish_kernel(in, in + q_dim, in + q_dim + kv_dim, ld, ld, o.q.data(), n, n_head, n_head_kv, hd, bq, bq + q_dim,
+                              bq + q_dim + kv_dim, q_norm.empty() ? nullptr : q_norm.data(), k_norm.empty() ? nullptr : k_norm.data(),
+                              1e-6f, inv.data(), 0, pos.data(), reinterpret_cast<__half*>(o.k.data()), reinterpret_cast<__half*>(o.v.data()),
+                              minfer::cuda::KvMap{}, rt);
+    });
+    return o;
+}
+
+}  // namespace
+
+// The table's rotations are the ones qkv_finish computes (same bytes of q, K and V), the table is read
+// exactly for the positions it holds (a zeroed table changes those tokens and no others), and the rotation
+// matches float64 (bias, no q/k norm: Qwen2; q/k norms, no bias: Qwen3). Positions inside and past a
+// 300-row table, head sizes 64 and 128, a group of 7 query heads.
+TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only where it reaches") {
+    for (const Config& cfg : kConfigs)
+        for (const int hd : {64, 128})
+            for (const bool qwen3 : {false, true}) {
+                CAPTURE(cfg.reverse);
+                CAPTURE(hd);
+                CAPTURE(qwen3);
+                const int n_head = 7, n_head_kv = 1, half = hd / 2, table_rows = 300;
+                const double base = qwen3 ? 1e6 : 1e4;
+                const std::vector<int32_t> pos = {0, 1, 17, 299, 300, 301, 4095, 9000};
+                const int n = static_cast<int>(pos.size());
+                const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_head_kv} * hd, ld = q_dim + 2 * kv_dim;
+                const std::vector<float> qkv = normal(static_cast<size_t>(n * ld), 31 + hd);
+                std::vector<float> bias = normal(static_cast<size_t>(ld), 32 + hd, 0.5f), q_norm, k_norm;
+                if (qwen3) {
+                    std::fill(bias.begin(), bias.end(), 0.0f);
+                    q_norm = normal(static_cast<size_t>(hd), 33);
+                    k_norm = normal(static_cast<size_t>(hd), 34);
+                }
+                const QkvOut plain = run_qkv(cfg, qkv, pos, n_head, n_head_kv, hd, base, bias, q_norm, k_norm, 0, table_rows);
+                const QkvOut table = run_qkv(cfg, qkv, pos, n_head, n_head_kv, hd, base, bias, q_norm, k_norm, 1, table_rows);
+                const QkvOut zeroed = run_qkv(cfg, qkv, pos, n_head, n_head_kv, hd, base, bias, q_norm, k_norm, 2, table_rows);
+                CHECK(same_bits(plain.q.data(), table.q.data(), plain.q.size() * 4));
+                CHECK(same_bits(plain.k.data(), table.k.data(), plain.k.size() * 2));
+                CHECK(same_bits(plain.v.data(), table.v.data(), plain.v.size() * 2));
+                for (int t = 0; t < n; ++t) {
+                    CAPTURE(pos[static_cast<size_t>(t)]);
+                    const size_t row = static_cast<size_t>(q_dim);
+                    const bool same = same_bits(plain.q.data() + t * row, zeroed.q.data() + t * row, row * 4);
+                    CHECK(same == (pos[static_cast<size_t>(t)] >= table_rows));
+                }
+                // q against float64: bias, per-head norm, then the NeoX rotation of pairs (j, j + half).
+                const std::vector<double> inv = minfer::engine::rope_inv_freq(base, hd);
+                std::vector<double> ref(plain.q.size());
+                for (int t = 0; t < n; ++t)
+                    for (int h = 0; h < n_head; ++h) {
+                        std::vector<double> v(static_cast<size_t>(hd));
+                        for (int j = 0; j < hd; ++j)
+                            v[static_cast<size_t>(j)] = double{qkv[static_cast<size_t>(t * ld + h * hd + j)]} + bias[static_cast<size_t>(h * hd + j)];
+                        if (qwen3) {
+                            double ss = 0;
+                            for (double e : v) ss += e * e;
+                            const double scale = 1.0 / std::sqrt(ss / hd + 1e-6);
+                            for (int j = 0; j < hd; ++j) v[static_cast<size_t>(j)] *= scale * q_norm[static_cast<size_t>(j)];
+                        }
+                        for (int j = 0; j < half; ++j) {
+                            const double a = static_cast<double>(pos[static_cast<size_t>(t)]) * inv[static_cast<size_t>(j)];
+                            const double x0 = v[static_cast<size_t>(j)], x1 = v[static_cast<size_t>(j + half)];
+                            const size_t at = static_cast<size_t>(t * q_dim + h * hd + j);
+                            ref[at] = x0 * std::cos(a) - x1 * std::sin(a);
+                            ref[at + static_cast<size_t>(half)] = x0 * std::sin(a) + x1 * std::cos(a);
+                        }
+                    }
+                CHECK(emu_test::rel_l2(plain.q, ref) < 1e-6);
+                // Every cache row a position names was written (the poison gone), K and V alike.
+                int unwritten = 0;
+                for (int32_t p : pos)
+                    for (int64_t e = 0; e < kv_dim; ++e) {
+                        unwritten += table.k[static_cast<size_t>(p * kv_dim + e)] == 0x7e00;
+                        unwritten += table.v[static_cast<size_t>(p * kv_dim + e)] == 0x7e00;
+                    }
+                CHECK(unwritten == 0);
+            }
+}
