@@ -263,15 +263,11 @@ public:
             } else {
                 const size_t chunk = static_cast<size_t>(max_tokens_);
                 size_t out = 0;
-                // Debug level: the call's time on the stream (its first launch to its last) against the host's,
-                // so the time a call spends outside its kernels (launch gaps, clocks) can be told from ncu's sums.
-                const bool timed = log_level_ >= MINFER_LOG_DEBUG;
+                // Debug level: the call's time on the stream (its first launch to the logits' argmax read back)
+                // against the host's, so the time a call spends outside its kernels (launch gaps, clocks) can
+                // be told from ncu's sums. A diagnostic: where an event call fails, the line is left out.
+                const bool timed = log_level_ >= MINFER_LOG_DEBUG && timing_start();
                 const auto host0 = std::chrono::steady_clock::now();
-                if (timed) {
-                    for (cudaEvent_t& e : timing_)
-                        if (!e) check(cudaEventCreate(&e), "cudaEventCreate");
-                    check(cudaEventRecord(timing_[0], s()), "cudaEventRecord");
-                }
                 for (size_t c0 = 0; c0 < n; c0 += chunk) {
                     const size_t c1 = std::min(n, c0 + chunk), m = c1 - c0;
                     // Staging: tokens, positions, slots, then the output rows of the chunk.
@@ -300,14 +296,14 @@ public:
                     // The staging is rewritten by the next chunk: wait for this one's upload.
                     if (c1 < n) stream_.sync("batch upload");
                 }
-                if (timed) check(cudaEventRecord(timing_[1], s()), "cudaEventRecord");
-                finish(out);
-                if (timed) {
-                    float gpu_ms = 0.0f;
-                    check(cudaEventElapsedTime(&gpu_ms, timing_[0], timing_[1]), "cudaEventElapsedTime");
+                const bool ended = finish(out, timed ? timing_[1] : nullptr);
+                float gpu_ms = 0.0f;
+                if (ended && cudaEventElapsedTime(&gpu_ms, timing_[0], timing_[1]) == cudaSuccess) {
                     const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host0).count();
                     log_line(log_level_, MINFER_LOG_DEBUG, "CUDA: a forward call of %zu tokens in passes of up to %d: %.3f ms on the stream, %.3f ms on the host",
                              n, max_tokens_, gpu_ms, host_ms);
+                } else if (ended) {
+                    cudaGetLastError();  // not sticky: the diagnostic's failure stays its own
                 }
             }
         } catch (const Error& e) {
@@ -343,6 +339,20 @@ public:
 
 private:
     cudaStream_t s() const { return stream_.get(); }
+
+    // The debug timing's events, made on first use, and the start recorded; false (errors cleared) where
+    // an event call fails: the call then goes untimed.
+    bool timing_start() {
+        for (cudaEvent_t& e : timing_)
+            if (!e && cudaEventCreate(&e) != cudaSuccess) {
+                e = nullptr;
+                cudaGetLastError();
+                return false;
+            }
+        if (cudaEventRecord(timing_[0], s()) == cudaSuccess) return true;
+        cudaGetLastError();
+        return false;
+    }
 
     void check_row(size_t i) const {
         if (i >= n_out_) fail(MINFER_ERR_INTERNAL, "forward output %zu: the last call had %zu", i, n_out_);
@@ -448,15 +458,20 @@ private:
     }
 
     // The argmax of every output row, and the keys brought back.
-    void finish(size_t n_out) {
+    // done (optional): recorded once the keys are read back, before the wait (the debug timing); whether
+    // it was.
+    bool finish(size_t n_out, cudaEvent_t done = nullptr) {
         if (n_out > 0) {
             cuda::argmax_keys(logits_.as<float>(), static_cast<int>(n_out), c_.n_vocab, keys_.as<unsigned long long>(), s());
             check(cudaMemcpyAsync(keys_host_->as<void>(), keys_.as<void>(), n_out * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s()),
                   "argmax read back");
         }
+        const bool recorded = done && cudaEventRecord(done, s()) == cudaSuccess;
+        if (done && !recorded) cudaGetLastError();  // the timing's own failure, not sticky
         stream_.sync("forward pass");
         n_out_ = n_out;
         host_row_ = -1;
+        return recorded;
     }
 
     // n tokens: their ids, positions, slots and the chunk rows whose logits are wanted (`rows`, also on the

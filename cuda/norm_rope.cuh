@@ -13,6 +13,7 @@
 #include "cuda/rope_table.cuh"
 
 namespace minfer::cuda::nr {
+namespace {  // local to the one file that includes this header (cuda/kernels.cu, or an emulator test)
 
 __device__ __forceinline__ float warp_sum(float v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -209,4 +210,5 @@ __global__ void gather_rows_kernel(const float* __restrict__ x, const float* __r
     out[static_cast<int64_t>(i) * dim + d] = add ? __fadd_rn(x[at], add[at]) : x[at];
 }
 
+}  // namespace
 }  // namespace minfer::cuda::nr

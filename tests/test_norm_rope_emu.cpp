@@ -2,7 +2,7 @@
 // tests/emu/cuda/matvec_ptx.cuh: the RMSNorm with a deferred residual add (MINFER_DEFER_RESIDUAL) against
 // the same kernel on the sum made here, and against float64; the gather of the logits rows with the add;
 // qkv_finish with the context's RoPE table (MINFER_ROPE_TABLE) against qkv_finish computing the rotations
-// itself, byte for byte, and against a float64 rotation. Each case runs in forward and reverse lane order
+// itself, byte for byte, and q, K and V against float64. Each case runs in forward and reverse lane order
 // (a missing barrier reads a stale value in one of them); outputs are poisoned with NaN first. No GPU is
 // needed; cuda_tests checks the same kernels on one.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
@@ -55,7 +55,8 @@ void run_norm(const Config& cfg, std::vector<float>& x, const float* add, int ro
 
 // x + d written back into x, then normalized: the same bits as the same kernel given the f32 sum made
 // here (so the add is one f32 addition, as cuBLAS's beta = 1 epilogue makes it), the add's input left as
-// it was, and the norm within 1e-6 of float64. The vector kernel at the 7B's and the 0.5B's widths, the
+// it was, the norm within 1e-6 of float64 (one row small enough for eps to count) and its f16 copy the
+// f32 output rounded. The vector kernel at the 7B's and the 0.5B's widths, the
 // loop kernel at a width the vector one does not take.
 TEST_CASE("RMSNorm with the deferred residual add: the sum written back, the norm of the sum") {
     for (const Config& cfg : kConfigs)
@@ -65,7 +66,12 @@ TEST_CASE("RMSNorm with the deferred residual add: the sum written back, the nor
             const int rows = 3;
             const float eps = 1e-6f;
             const size_t n = static_cast<size_t>(rows) * dim;
-            const std::vector<float> x0 = normal(n, 7 + dim, 4.0f), d = normal(n, 8 + dim), w = normal(static_cast<size_t>(dim), 9 + dim);
+            std::vector<float> x0 = normal(n, 7 + dim, 4.0f), d = normal(n, 8 + dim);
+            const std::vector<float> w = normal(static_cast<size_t>(dim), 9 + dim);
+            for (int i = 0; i < dim; ++i) {  // row 1 tiny, so that eps weighs in its scale (a lost eps shows)
+                x0[static_cast<size_t>(dim + i)] *= 1e-4f;
+                d[static_cast<size_t>(dim + i)] *= 1e-4f;
+            }
             std::vector<float> xa = x0, xb(n);
             for (size_t i = 0; i < n; ++i) xb[i] = x0[i] + d[i];
             const std::vector<float> d_before = d, xb_before = xb;
@@ -92,6 +98,10 @@ TEST_CASE("RMSNorm with the deferred residual add: the sum written back, the nor
                 }
             }
             CHECK(emu_test::rel_l2(out_a, ref) < 1e-6);
+            // The f16 copy (a GEMM's input) is the f32 output rounded, element for element.
+            int off16 = 0;
+            for (size_t i = 0; i < n; ++i) off16 += o16_a[i] != minfer::quant::f32_to_f16(out_a[i]);
+            CHECK(off16 == 0);
         }
 }
 
@@ -132,11 +142,12 @@ QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vect
     const int n = static_cast<int>(pos.size()), half = hd / 2;
     const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_head_kv} * hd, ld = q_dim + 2 * kv_dim;
     const std::vector<double> inv = minfer::engine::rope_inv_freq(base, hd);
-    std::vector<float2> rope(static_cast<size_t>(table_rows) * half, make_float2(kNaN, kNaN));
+    // One row more than the table holds, NaN: a read past the table's positions poisons the output.
+    std::vector<float2> rope(static_cast<size_t>(table_rows + 1) * half, make_float2(kNaN, kNaN));
     if (table > 0) {
         emu_test::launch((static_cast<int64_t>(table_rows) * half + 255) / 256, 256, 0, cfg,
                          [&] { nr::rope_table_kernel(inv.data(), half, table_rows, rope.data()); });
-        if (table == 2) std::fill(rope.begin(), rope.end(), make_float2(0.0f, 0.0f));
+        if (table == 2) std::fill(rope.begin(), rope.begin() + static_cast<std::ptrdiff_t>(table_rows) * half, make_float2(0.0f, 0.0f));
     }
     const minfer::cuda::RopeTable rt{table > 0 ? rope.data() : nullptr, table > 0 ? table_rows : 0};
     const int cache_rows = *std::max_element(pos.begin(), pos.end()) + 1;
@@ -159,8 +170,9 @@ QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vect
 }  // namespace
 
 // The table's rotations are the ones qkv_finish computes (same bytes of q, K and V), the table is read
-// exactly for the positions it holds (a zeroed table changes those tokens and no others), and the rotation
-// matches float64 (bias, no q/k norm: Qwen2; q/k norms, no bias: Qwen3). Positions inside and past a
+// exactly for the positions it holds (a zeroed table changes those tokens' q and K and no others, and a
+// NaN row past it is never read), q and K match float64 and V is v + bv in f16 (bias, no q/k norm:
+// Qwen2; q/k norms, no bias: Qwen3). Positions inside and past a
 // 300-row table, head sizes 64 and 128, a group of 7 query heads.
 TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only where it reaches") {
     for (const Config& cfg : kConfigs)
@@ -188,34 +200,58 @@ TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only
                 CHECK(same_bits(plain.k.data(), table.k.data(), plain.k.size() * 2));
                 CHECK(same_bits(plain.v.data(), table.v.data(), plain.v.size() * 2));
                 for (int t = 0; t < n; ++t) {
-                    CAPTURE(pos[static_cast<size_t>(t)]);
-                    const size_t row = static_cast<size_t>(q_dim);
-                    const bool same = same_bits(plain.q.data() + t * row, zeroed.q.data() + t * row, row * 4);
-                    CHECK(same == (pos[static_cast<size_t>(t)] >= table_rows));
+                    const int p = pos[static_cast<size_t>(t)];
+                    CAPTURE(p);
+                    const size_t row = static_cast<size_t>(q_dim), krow = static_cast<size_t>(kv_dim);
+                    const bool same_q = same_bits(plain.q.data() + t * row, zeroed.q.data() + t * row, row * 4);
+                    const bool same_k = same_bits(plain.k.data() + p * krow, zeroed.k.data() + p * krow, krow * 2);
+                    CHECK(same_q == (p >= table_rows));
+                    CHECK(same_k == (p >= table_rows));
+                    CHECK(same_bits(plain.v.data() + p * krow, zeroed.v.data() + p * krow, krow * 2));  // V takes no rotation
                 }
-                // q against float64: bias, per-head norm, then the NeoX rotation of pairs (j, j + half).
+                // q and K against float64: bias, per-head norm (q_norm, k_norm), then the NeoX rotation of pairs
+                // (j, j + half); V is v + bv rounded to f16, exactly (one f32 addition, as the kernel makes it).
                 const std::vector<double> inv = minfer::engine::rope_inv_freq(base, hd);
+                // Head h's row at column `col` of token t, finished as the kernel does for q or K.
+                auto finish_ref = [&](int t, int64_t col, const std::vector<float>& norm, double* out) {
+                    std::vector<double> v(static_cast<size_t>(hd));
+                    for (int j = 0; j < hd; ++j)
+                        v[static_cast<size_t>(j)] = double{qkv[static_cast<size_t>(t * ld + col + j)]} + bias[static_cast<size_t>(col + j)];
+                    if (qwen3) {
+                        double ss = 0;
+                        for (double e : v) ss += e * e;
+                        const double scale = 1.0 / std::sqrt(ss / hd + 1e-6);
+                        for (int j = 0; j < hd; ++j) v[static_cast<size_t>(j)] *= scale * norm[static_cast<size_t>(j)];
+                    }
+                    for (int j = 0; j < half; ++j) {
+                        const double a = static_cast<double>(pos[static_cast<size_t>(t)]) * inv[static_cast<size_t>(j)];
+                        const double x0 = v[static_cast<size_t>(j)], x1 = v[static_cast<size_t>(j + half)];
+                        out[j] = x0 * std::cos(a) - x1 * std::sin(a);
+                        out[j + half] = x0 * std::sin(a) + x1 * std::cos(a);
+                    }
+                };
                 std::vector<double> ref(plain.q.size());
-                for (int t = 0; t < n; ++t)
-                    for (int h = 0; h < n_head; ++h) {
-                        std::vector<double> v(static_cast<size_t>(hd));
-                        for (int j = 0; j < hd; ++j)
-                            v[static_cast<size_t>(j)] = double{qkv[static_cast<size_t>(t * ld + h * hd + j)]} + bias[static_cast<size_t>(h * hd + j)];
-                        if (qwen3) {
-                            double ss = 0;
-                            for (double e : v) ss += e * e;
-                            const double scale = 1.0 / std::sqrt(ss / hd + 1e-6);
-                            for (int j = 0; j < hd; ++j) v[static_cast<size_t>(j)] *= scale * q_norm[static_cast<size_t>(j)];
-                        }
-                        for (int j = 0; j < half; ++j) {
-                            const double a = static_cast<double>(pos[static_cast<size_t>(t)]) * inv[static_cast<size_t>(j)];
-                            const double x0 = v[static_cast<size_t>(j)], x1 = v[static_cast<size_t>(j + half)];
-                            const size_t at = static_cast<size_t>(t * q_dim + h * hd + j);
-                            ref[at] = x0 * std::cos(a) - x1 * std::sin(a);
-                            ref[at + static_cast<size_t>(half)] = x0 * std::sin(a) + x1 * std::cos(a);
+                std::vector<float> k_got;
+                std::vector<double> k_ref;
+                int v_off = 0;
+                for (int t = 0; t < n; ++t) {
+                    const int p = pos[static_cast<size_t>(t)];
+                    for (int h = 0; h < n_head; ++h) finish_ref(t, int64_t{h} * hd, q_norm, &ref[static_cast<size_t>(t * q_dim + h * hd)]);
+                    for (int h = 0; h < n_head_kv; ++h) {
+                        std::vector<double> kr(static_cast<size_t>(hd));
+                        finish_ref(t, q_dim + int64_t{h} * hd, k_norm, kr.data());
+                        for (int j = 0; j < hd; ++j) {
+                            const size_t at = static_cast<size_t>(p * kv_dim + h * hd + j);
+                            k_ref.push_back(kr[static_cast<size_t>(j)]);
+                            k_got.push_back(minfer::quant::f16_to_f32(plain.k[at]));
+                            const size_t vc = static_cast<size_t>(q_dim + kv_dim + h * hd + j);
+                            v_off += plain.v[at] != minfer::quant::f32_to_f16(qkv[static_cast<size_t>(t) * static_cast<size_t>(ld) + vc] + bias[vc]);
                         }
                     }
+                }
                 CHECK(emu_test::rel_l2(plain.q, ref) < 1e-6);
+                CHECK(emu_test::rel_l2(k_got, k_ref) < 1e-3);  // f16 storage: 2^-11 a value at most
+                CHECK(v_off == 0);
                 // Every cache row a position names was written (the poison gone), K and V alike.
                 int unwritten = 0;
                 for (int32_t p : pos)

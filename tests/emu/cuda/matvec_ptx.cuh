@@ -232,6 +232,7 @@ inline void fiber_entry() {
 
 // Runs `body` as the n threads of CTA `block` (n a multiple of 32).
 inline void run_cta(Dim block, int n, std::function<void()> body) {
+    if (n <= 0 || n > kMaxThreads || n % 32 != 0) die("a CTA of a thread count the emulator does not take");
     rt.block = block;
     rt.n = n;
     rt.body = std::move(body);
