@@ -64,12 +64,14 @@
 #define MINFER_ATT_XQ_OUT 1
 #endif
 // The RoPE rotations of every position of a context, computed once when it is created (cuda::rope_table:
-// head_dim / 2 (cos, sin) pairs a position, 512 bytes on the 7B against its 57 KB of KV cache), which
-// every layer's qkv_finish reads instead of taking a double-precision sincos per head, pair and layer
-// (32 times per position and pair in each of the 7B's layers, prefill and decode alike); the same values
-// either way. 0: no table.
+// head_dim / 2 (cos, sin) pairs a position, 512 bytes on the 7B against its 57 KB of KV cache), which the
+// qkv_finish of every layer of a step of more than MINFER_GEMM_NARROW_MAX tokens reads instead of taking
+// a double-precision sincos per head, pair and layer (32 times per position and pair in each of the 7B's
+// layers); the same values either way. Measured on the H200 (docs/perf.md, 2026-12-04, sixth session):
+// prefill +0.4-1.6% at 2,048 and 8,192 tokens; decode steps read it too in a first form, which cost the
+// 0.5B 0.7% (1,320 against 1,329 t/s), so they keep computing. 0: no table.
 #ifndef MINFER_ROPE_TABLE
-#define MINFER_ROPE_TABLE 0
+#define MINFER_ROPE_TABLE 1
 #endif
 
 namespace minfer::device {
@@ -194,7 +196,7 @@ public:
         // On the runner's stream, which does not wait for the legacy one (the table below reads it at once):
         // from pageable memory, the call returns once the bytes are staged.
         check(cudaMemcpyAsync(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice, s()), "RoPE table");
-        if (MINFER_ROPE_TABLE) {
+        if (MINFER_ROPE_TABLE && max_tokens_ > MINFER_GEMM_NARROW_MAX) {
             rope_ = DeviceMemory(static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(c.head_dim / 2) * sizeof(float2), &m_->scratch_bytes,
                                  "RoPE rotations");
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
@@ -548,7 +550,8 @@ private:
             pending = nullptr;
         };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
-        const cuda::RopeTable rope{rope_.as<float2>(), rope_rows_};  // none without MINFER_ROPE_TABLE
+        // The context's rotations for a long step (none without MINFER_ROPE_TABLE, and for decode steps).
+        const cuda::RopeTable rope = n > MINFER_GEMM_NARROW_MAX ? cuda::RopeTable{rope_.as<float2>(), rope_rows_} : cuda::RopeTable{};
         cuda::KvMap per_token;  // each token's slot from slot_dev
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
@@ -715,7 +718,7 @@ private:
     DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys
     DeviceMemory inv_freq_;
-    DeviceMemory rope_;  // [n_ctx][head_dim / 2] (cos, sin) of every position (MINFER_ROPE_TABLE)
+    DeviceMemory rope_;  // [n_ctx][head_dim / 2] (cos, sin) of every position (MINFER_ROPE_TABLE, passes past 64 tokens)
     int rope_rows_ = 0;  // the positions rope_ holds
     std::unique_ptr<Pinned> io_host_, batch_host_, keys_host_, logits_host_;
     std::unique_ptr<cuda::PrefillGemm> gemm_;

@@ -199,7 +199,7 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 // allocation a tensor, and an f16 model's prefill runs seven GEMMs a layer where a quantized one on the
 // cache runs four.
 #ifndef MINFER_F16_GROUPS
-#define MINFER_F16_GROUPS 0
+#define MINFER_F16_GROUPS 1
 #endif
 // The output and down projections of a step of more than MINFER_GEMM_NARROW_MAX tokens, where cuBLAS runs
 // them, write W x into a scratch (beta = 0) instead of adding it into the residual stream in the GEMM's

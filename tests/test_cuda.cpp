@@ -1002,7 +1002,7 @@ TEST_SUITE("cuda") {
     // hook counts them (none without the knob), and the logits go against float64 as above.
     TEST_CASE("whole models in f16: q/k/v and gate/up uploaded back to back, one GEMM each, against float64") {
 #ifndef MINFER_F16_GROUPS
-#define MINFER_F16_GROUPS 0  // cuda/model.cuh's default, as above
+#define MINFER_F16_GROUPS 1  // cuda/model.cuh's default, as above
 #endif
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
             CAPTURE(preset);
