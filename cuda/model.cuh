@@ -197,7 +197,8 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 // up, lie back to back (WeightRegistry::register_group), so a prefill step multiplies each group in one
 // GEMM as it does the cache's copies (run_concat; the gate/up product then in f16 as above). 0: one
 // allocation a tensor, and an f16 model's prefill runs seven GEMMs a layer where a quantized one on the
-// cache runs four.
+// cache runs four. Measured on the H200 (docs/perf.md, 2026-12-04, sixth session): the 7B f16 pp2048
+// 41,345 against 39,746 (with the deferred add below), 42,806 against 39,976 (with the RoPE table).
 #ifndef MINFER_F16_GROUPS
 #define MINFER_F16_GROUPS 1
 #endif
@@ -211,7 +212,10 @@ static_assert(MINFER_GEMM_NARROW_QUANT >= 0 && MINFER_GEMM_NARROW_QUANT <= 3, "M
 // depend on the algorithm cuBLAS picks, as always). The price: each norm reads the product and writes x
 // back, traffic the epilogue's read of C does not have (58 MB a norm at 2,048 tokens on the 7B: about
 // 0.8 ms of the call at the copy bandwidth, against some 4 ms the GEMM rates above put within reach),
-// so only a whole-prefill A/B decides.
+// so only a whole-prefill A/B decides. It did not pay (H200, docs/perf.md, 2026-12-04, sixth session):
+// pp2048 42,151 / 42,326 against 41,828 / 42,310, pp8192 36,918 / 36,842 against 36,990 / 37,091, and
+// bench_cublaslt in the same call had cuBLAS's beta-0 down projection slower (500.8 us at 2,048 tokens
+// against 451.4 accumulating): the premise failed. Off.
 #ifndef MINFER_DEFER_RESIDUAL
 #define MINFER_DEFER_RESIDUAL 0
 #endif
