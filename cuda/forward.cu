@@ -178,7 +178,6 @@ public:
         qkv_ = f32(nt * (q_dim_ + 2 * kv_dim_), "q/k/v projections");
         att_ = f32(nt * q_dim_, "attention output");
         gate_up_ = f32(2 * nt * c.n_ff, "gate and up");  // [nt][2 n_ff] from one GEMM, else gate [nt][n_ff] then up
-        defer_fits_ = 2 * int64_t{c.n_ff} >= c.n_embd;  // a deferred residual product ([nt][n_embd]) lies in gate_up_
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
         partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
                        "attention scratch");
@@ -200,7 +199,6 @@ public:
             rope_ = DeviceMemory(static_cast<uint64_t>(shape.n_ctx) * static_cast<uint64_t>(c.head_dim / 2) * sizeof(float2), &m_->scratch_bytes,
                                  "RoPE rotations");
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
-            rope_rows_ = shape.n_ctx;
         }
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(4 * nt * sizeof(int32_t));
@@ -541,7 +539,8 @@ private:
         const float* pending = nullptr;
         float* const deferred = gate;
         auto defer = [&](const Mat& w) {
-            return MINFER_DEFER_RESIDUAL && n > MINFER_GEMM_NARROW_MAX && defer_fits_ && gemm_->cublas_runs(w.type, w.w, n, w.cols);
+            const bool fits = 2 * int64_t{c.n_ff} >= c.n_embd;  // the product ([n][n_embd]) in gate_up_ ([n][2 n_ff])
+            return MINFER_DEFER_RESIDUAL && n > MINFER_GEMM_NARROW_MAX && fits && gemm_->cublas_runs(w.type, w.w, n, w.cols);
         };
         // The RMSNorm of x (adding the deferred product first, if one waits) into out and out16 / xq.
         auto norm = [&](const float* w, float* out, __half* out16, void* xq_out) {
@@ -551,7 +550,8 @@ private:
         };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
         // The context's rotations for a long step (none without MINFER_ROPE_TABLE, and for decode steps).
-        const cuda::RopeTable rope = n > MINFER_GEMM_NARROW_MAX ? cuda::RopeTable{rope_.as<float2>(), rope_rows_} : cuda::RopeTable{};
+        const cuda::RopeTable rope =
+            n > MINFER_GEMM_NARROW_MAX && rope_.as<void>() ? cuda::RopeTable{rope_.as<float2>(), shape_.n_ctx} : cuda::RopeTable{};
         cuda::KvMap per_token;  // each token's slot from slot_dev
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
@@ -704,7 +704,6 @@ private:
     bool int8_;  // the matvec_int8 option
     int log_level_;
     cudaEvent_t timing_[2] = {nullptr, nullptr};  // a timed call's first and last point on the stream (debug level)
-    bool defer_fits_ = false;  // gate_up_ holds a deferred residual product (MINFER_DEFER_RESIDUAL)
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
     int64_t kv_rows_ = 0;  // KV rows per layer: the pool's pages * kKvPage
@@ -719,7 +718,6 @@ private:
     DeviceMemory keys_;    // [max_out] argmax keys
     DeviceMemory inv_freq_;
     DeviceMemory rope_;  // [n_ctx][head_dim / 2] (cos, sin) of every position (MINFER_ROPE_TABLE, passes past 64 tokens)
-    int rope_rows_ = 0;  // the positions rope_ holds
     std::unique_ptr<Pinned> io_host_, batch_host_, keys_host_, logits_host_;
     std::unique_ptr<cuda::PrefillGemm> gemm_;
     std::vector<LayerDev> layers_;
@@ -747,13 +745,13 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
     model->check_healthy();  // a poisoned model answers with its first error, before any CUDA call here
     check(cudaSetDevice(0), "cudaSetDevice");
     const int chunk = prefill_chunk(opts.get(options::Id::prefill_chunk), config, shape);
+    const int log_level = static_cast<int>(opts.get(options::Id::log_level));
     const uint64_t scratch0 = model->scratch_bytes.load();
     CudaModel& m = *model;
     auto runner = std::make_unique<CudaRunner>(std::move(model), config, plan, shape, opts.get(options::Id::cuda_graph) != 0,
-                                               opts.get(options::Id::matvec_int8) != 0, chunk,
-                                               static_cast<int>(opts.get(options::Id::log_level)));
+                                               opts.get(options::Id::matvec_int8) != 0, chunk, log_level);
     const uint64_t scratch1 = m.scratch_bytes.load();
-    log_line(static_cast<int>(opts.get(options::Id::log_level)), MINFER_LOG_INFO,
+    log_line(log_level, MINFER_LOG_INFO,
              "CUDA: a context of %d positions x %d sequences: forward passes of up to %d tokens (prefill_chunk=%lld), %s of scratch",
              shape.n_ctx, shape.n_seq, chunk, static_cast<long long>(opts.get(options::Id::prefill_chunk)),
              mib(scratch1 > scratch0 ? scratch1 - scratch0 : 0).c_str());
