@@ -74,6 +74,19 @@
 #define MINFER_ROPE_TABLE 1
 #endif
 
+// The last layer of a step computes its output projection, feed-forward block and residual adds for the
+// rows whose logits are wanted alone (1): after its attention (every row: the K/V store of every row is
+// what later steps read) the wanted rows of the attention output and of x are packed, and the rest of the
+// layer runs on those rows as a step of that many tokens (one row: the mat-vecs); a step without wanted
+// rows (a long prompt's earlier passes) ends after the last layer's K/V store. No later operation reads
+// the other rows' hidden states, so their last-layer work is dropped: at 2,048 prompt tokens on the 7B
+// about 3% of the call's matmul work (the o, gate/up and down GEMMs of one layer of 28). 0: every row
+// through every layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until
+// measured on the H200 (device::testing::cuda_prune_last turns it on or off at run time for the tests).
+#ifndef MINFER_PRUNE_LAST
+#define MINFER_PRUNE_LAST 0
+#endif
+
 namespace minfer::device {
 namespace {
 
@@ -81,6 +94,15 @@ using cuda::check;
 using cuda::DeviceMemory;
 
 std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
+std::atomic<int> g_prune_last{-1};              // testing::cuda_prune_last: -1 the knob, 0 off, 1 on
+std::atomic<uint64_t> g_pruned_layers{0};       // testing::cuda_pruned_layers: last layers run on the wanted rows alone
+std::atomic<uint64_t> g_pruned_rows{0};         // ... the rows they dropped
+std::atomic<uint64_t> g_pruned_multi{0};        // ... those of them that kept two rows or more
+
+bool prune_last() {
+    const int forced = g_prune_last.load(std::memory_order_relaxed);
+    return forced < 0 ? MINFER_PRUNE_LAST != 0 : forced != 0;
+}
 
 // Page-locked host memory (the staging of every copy between host and device).
 class Pinned {
@@ -484,10 +506,12 @@ private:
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *qkv = qkv_.as<float>();
         float *k = qkv, *v = k + static_cast<int64_t>(max_tokens_) * kv_dim_;
         float *att = att_.as<float>(), *gate = gate_up_.as<float>(), *up = gate + static_cast<int64_t>(max_tokens_) * c.n_ff;
-        const bool single = n == 1;
+        // n, single and few change once, where the last layer goes on with the wanted rows alone
+        // (MINFER_PRUNE_LAST); the lambdas below read them as they stand.
+        bool single = n == 1;
         // A few tokens (a decode step of several sequences, a short prompt): the int8 mat-vecs take them all
         // in one read of each weight, where the weights allow; the GEMMs take the rest.
-        const bool few = n > 1 && n <= cuda::kMatvecMaxCols;
+        bool few = n > 1 && n <= cuda::kMatvecMaxCols;
         // same_input: `in` is the previous matmul's input (its f16 copy is reused).
         // out = W in (accumulate: out += W in, the residual add in the mat-vec's or the GEMM's epilogue).
         auto matmul = [&](const Mat& w, const float* in, float* out, bool accumulate, bool same_input = false) {
@@ -556,6 +580,10 @@ private:
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
         per_token.stride = kv_.max_table();
+        // The last layer on the wanted rows alone (MINFER_PRUNE_LAST): x holds them packed, in order, once
+        // `pruned` is set.
+        const bool prune = prune_last() && rows.size() < static_cast<size_t>(n);
+        bool pruned = false;
         for (int il = 0; il < c.n_layer; ++il) {
             const LayerDev& L = layers_[static_cast<size_t>(il)];
             const uint64_t at = static_cast<uint64_t>(il) * static_cast<uint64_t>(kv_rows_) * static_cast<uint64_t>(kv_dim_);
@@ -581,11 +609,19 @@ private:
             }
             cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope);
+            const bool last_pruned = prune && il + 1 == c.n_layer;
+            if (last_pruned && rows.empty()) {  // the K/V store was all this step needed of the last layer
+                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
+                g_pruned_rows.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+                break;
+            }
             // Several tokens whose output projection takes the GEMM: the attention writes the GEMM's f16 input
-            // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies).
-            __half* att16 = MINFER_ATT_F16_OUT && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
+            // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies). Not where the
+            // wanted rows are packed from its f32 output below.
+            __half* att16 =
+                MINFER_ATT_F16_OUT && !last_pruned && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
             // ... and where it takes the int8 mat-vec, its int8 input (no quantize_x launch).
-            void* att_xq = MINFER_ATT_XQ_OUT && i8(L.wo) && all_rows ? xq : nullptr;
+            void* att_xq = MINFER_ATT_XQ_OUT && !last_pruned && i8(L.wo) && all_rows ? xq : nullptr;
             for (size_t r = 0; r < runs.size();) {
                 const RunDev& run = runs[r];
                 if (run.n > 1) {  // a prefill chunk of one sequence
@@ -605,6 +641,26 @@ private:
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
                                             att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n);
                 r = e;
+            }
+            if (last_pruned) {
+                // The wanted rows' attention outputs packed into q (free once the attention has read it), and
+                // their x (with a deferred product, if one waits) packed through xb into x's first rows; then
+                // the rest of the layer is a step of those rows.
+                const int m = static_cast<int>(rows.size());
+                cuda::gather_rows(att, rows_dev, m, static_cast<int>(q_dim_), q, s());
+                cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s(), pending);
+                check(cudaMemcpyAsync(x, xb, static_cast<size_t>(m) * static_cast<size_t>(c.n_embd) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                      s()),
+                      "last layer's rows");
+                pending = nullptr;
+                att = q;
+                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
+                g_pruned_rows.fetch_add(static_cast<uint64_t>(n - m), std::memory_order_relaxed);
+                if (m > 1) g_pruned_multi.fetch_add(1, std::memory_order_relaxed);
+                n = m;
+                single = m == 1;
+                few = m > 1 && m <= cuda::kMatvecMaxCols;
+                pruned = true;
             }
             if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
@@ -670,7 +726,9 @@ private:
         // mat-vec kMatvecMaxCols rows at a time where the weight has it, else a mat-vec per row.
         const int n_rows = static_cast<int>(rows.size());
         const bool out8 = n_rows >= 1 && n_rows <= cuda::kMatvecMaxCols && i8w(output_, n_rows);
-        if (n_rows > 0) {
+        if (n_rows > 0 && pruned) {  // x holds the rows, packed
+            norm(output_norm_, xb, nullptr, out8 ? xq : nullptr);
+        } else if (n_rows > 0) {
             cuda::gather_rows(x, rows_dev, n_rows, c.n_embd, xb, s(), pending);
             cuda::rms_norm(xb, n_rows, c.n_embd, output_norm_, eps, xb, s(), nullptr, out8 ? xq : nullptr);
         }
@@ -759,5 +817,12 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
 }
 
 uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
+void testing::cuda_prune_last(int mode) { g_prune_last.store(mode < 0 ? -1 : mode != 0, std::memory_order_relaxed); }
+bool testing::cuda_prune_last_knob() { return MINFER_PRUNE_LAST != 0; }
+uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
+    if (dropped) *dropped = g_pruned_rows.load();
+    if (multi) *multi = g_pruned_multi.load();
+    return g_pruned_layers.load();
+}
 
 }  // namespace minfer::device

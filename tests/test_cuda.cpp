@@ -922,6 +922,100 @@ std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int
     return out;
 }
 
+// Eleven sequences of random prompts (1 to 40 tokens) and lengths served together by a batch on the GPU
+// (steps of up to 16 tokens: decode rows beside prefill chunks), against each sequence alone on the CPU:
+// the greedy tokens agree wherever the CPU's top two logits are apart by more than the error bound.
+void batch_against_cpu(const char* mix) {
+    const std::string path = synth_model("qwen2-tiny", mix);
+    std::mt19937 rng(77);
+    struct Seq {
+        std::vector<int32_t> prompt, want, got;
+        std::vector<float> margin;
+        int max_tokens = 0;
+        uint64_t id = 0;
+        minfer_status status = MINFER_ERR_INTERNAL;
+    };
+    std::vector<Seq> seqs(11);
+    minfer_model* cpu = open_on(path, "cpu");
+    const size_t nv = static_cast<size_t>(minfer_model_n_vocab(cpu));
+    for (Seq& q : seqs) {
+        q.prompt.resize(1 + rng() % 40);
+        for (int32_t& t : q.prompt) t = static_cast<int32_t>(rng() % 256);
+        q.max_tokens = 12 + static_cast<int>(rng() % 12);
+        minfer_context* ctx = nullptr;
+        REQUIRE(minfer_context_create(cpu, &ctx) == MINFER_OK);
+        REQUIRE(minfer_prefill(ctx, q.prompt.data(), q.prompt.size()) == MINFER_OK);
+        for (int i = 0; i < q.max_tokens; ++i) {
+            std::vector<float> l = logits_of(ctx, nv), sorted = l;
+            std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
+            double norm = 0;
+            for (float x : l) norm += static_cast<double>(x) * x;
+            q.margin.push_back(static_cast<float>((sorted[0] - sorted[1]) / std::sqrt(norm)));
+            int32_t t = -1;
+            REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
+            q.want.push_back(t);
+            if (minfer_context_stop_reason(ctx) == MINFER_STOP_EOG) break;
+        }
+        minfer_context_free(ctx);
+    }
+    minfer_close(cpu);
+
+    minfer_model* gpu = open_on(path, "cuda");
+    minfer_batch_params bp;
+    minfer_batch_params_init(&bp);
+    // Up to 11 decode tokens beside prefill chunks of a few: steps of 9 to 16 tokens take the narrow
+    // GEMM (q, k, v), and more than 8 output rows take the output projection 8 rows at a time where
+    // the file has no f16 copy of it (q4_K_M's q6_K output below the cache's size gate).
+    bp.max_sequences = 11;
+    bp.max_step_tokens = 16;
+    bp.kv_tokens = 11 * 80;
+    minfer_batch* b = nullptr;
+    REQUIRE_MESSAGE(minfer_batch_create(gpu, &bp, &b) == MINFER_OK, minfer_last_error());
+    for (Seq& q : seqs) {
+        minfer_sequence_params sp;
+        minfer_sequence_params_init(&sp);
+        sp.prompt = q.prompt.data();
+        sp.n_prompt = q.prompt.size();
+        sp.max_tokens = q.max_tokens;
+        REQUIRE(minfer_batch_add(b, &sp, &q.id) == MINFER_OK);
+    }
+    size_t done = 0;
+    int max_rows = 0;
+    for (int step = 0; step < 500 && done < seqs.size(); ++step) {
+        minfer_batch_event ev[16];
+        size_t n = 0;
+        REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, 16, &n) == MINFER_OK, minfer_last_error());
+        minfer_batch_stats st{};
+        st.size = sizeof st;
+        REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
+        max_rows = std::max(max_rows, st.last_step_sequences);
+        for (size_t e = 0; e < n; ++e)
+            for (Seq& q : seqs)
+                if (q.id == ev[e].id) {
+                    if (ev[e].token >= 0) q.got.push_back(ev[e].token);
+                    if (ev[e].finished) {
+                        q.status = ev[e].status;
+                        ++done;
+                    }
+                }
+    }
+    CHECK(max_rows >= 9);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+        CAPTURE(i);
+        const Seq& q = seqs[i];
+        CHECK(q.status == MINFER_OK);
+        size_t agreed = 0;
+        while (agreed < q.want.size() && agreed < q.got.size() && q.want[agreed] == q.got[agreed]) ++agreed;
+        if (agreed < q.want.size() && agreed < q.got.size()) CHECK(q.margin[agreed] < 4e-3);
+        else CHECK(q.got.size() == q.want.size());
+    }
+    minfer_batch_stats st{};
+    st.size = sizeof st;
+    REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
+    CHECK(st.kv_pages_free == st.kv_pages);
+    minfer_batch_free(b);
+    minfer_close(gpu);
+}
 
 }  // namespace
 
@@ -1111,6 +1205,72 @@ TEST_SUITE("cuda") {
             }
     }
 
+    // MINFER_PRUNE_LAST: the last layer's output projection, feed-forward block and residual adds run on
+    // the rows whose logits are wanted alone (packed after its attention), and a pass without wanted rows
+    // ends after the last layer's K/V store. Forced on here whatever the build's default, through: the
+    // chunks of 40, 108 and 5 tokens above (one wanted row each: the rest of the layer takes the
+    // mat-vecs), against float64; a 2,100-token prompt in passes of 1,000 (the first two without wanted
+    // rows: a K/V store left out there would show in the last pass's attention), against float64; and the
+    // batch of eleven sequences (steps of up to 16 tokens that keep several rows: the int8 mat-vec over a
+    // few inputs, the narrow GEMM), against the CPU. The counters fail the test where the route is not
+    // taken (exact counts of pruned layers and dropped rows); packing the wrong rows, or losing the
+    // residual stream's, moves the logits by errors of order 1.
+    TEST_CASE("the last layer on the wanted rows alone: against float64 and the CPU, passes without wanted rows, batches") {
+        struct Force {
+            Force() { device::testing::cuda_prune_last(1); }
+            ~Force() { device::testing::cuda_prune_last(-1); }
+        } force;
+        MESSAGE("this build's MINFER_PRUNE_LAST: ", device::testing::cuda_prune_last_knob());
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
+            for (const std::string mix : {"f32", "f16", "q8_0", "q4_K_M"}) {
+                CAPTURE(preset);
+                CAPTURE(mix);
+                const std::string path = synth_model(preset, mix);
+                uint64_t dropped0 = 0, dropped1 = 0;
+                const uint64_t layers0 = device::testing::cuda_pruned_layers(&dropped0);
+                for (const WholeModelComparison& c : cuda_vs_reference(path, 2, {1, 40, 108, 5, 1})) {
+                    CAPTURE(c.what);
+                    MESSAGE(preset, " ", mix, " ", c.what, ", last layer pruned: rel L2 ", c.err);
+                    CHECK(c.err < kCudaBound);
+                }
+                // The three chunks of several tokens, each keeping its last row (a single token's one row is
+                // wanted: those steps run whole).
+                CHECK(device::testing::cuda_pruned_layers(&dropped1) - layers0 == 3);
+                CHECK(dropped1 - dropped0 == 39 + 107 + 4);
+            }
+            CAPTURE(preset);
+            const std::string path = synth_model(preset, "q4_K_M");
+            const auto file = minfer::gguf::File::open(path);
+            minfer_model* m = open_on(path, "cuda", "2200");
+            REQUIRE(minfer_set_option(m, "prefill_chunk", "1000") == MINFER_OK);
+            const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(m));
+            std::mt19937 rng(23);
+            std::vector<int32_t> toks(2100);
+            for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+            minfer_context* c = nullptr;
+            REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+            uint64_t dropped0 = 0, dropped1 = 0;
+            const uint64_t layers0 = device::testing::cuda_pruned_layers(&dropped0);
+            REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), toks.size()) == MINFER_OK, minfer_last_error());
+            CHECK(device::testing::cuda_pruned_layers(&dropped1) - layers0 == 3);  // passes of 1,000, 1,000 and 100
+            CHECK(dropped1 - dropped0 == 1000 + 1000 + 99);
+            const double err = rel_l2(logits_of(c, n_vocab), test::ref::logits(*file, toks));
+            MESSAGE(preset, " q4_K_M prompt of 2100 in passes of 1000, last layer pruned: rel L2 ", err);
+            CHECK(err < kCudaBound);
+            minfer_context_free(c);
+            minfer_close(m);
+        }
+        for (const char* mix : {"f16", "q4_K_M"}) {
+            CAPTURE(mix);
+            uint64_t multi0 = 0, multi1 = 0;
+            const uint64_t layers0 = device::testing::cuda_pruned_layers(nullptr, &multi0);
+            batch_against_cpu(mix);
+            const uint64_t layers = device::testing::cuda_pruned_layers(nullptr, &multi1) - layers0;
+            MESSAGE(mix, " batch: ", layers, " last layers pruned, ", multi1 - multi0, " of them keeping several rows");
+            CHECK(multi1 - multi0 >= 1);
+        }
+    }
+
     // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
     // first two positions fails. Position 0 cannot see the positional and attention bugs (RoPE is the
     // identity there and attention over one key returns its value), and position 1 barely does: measured
@@ -1262,95 +1422,7 @@ TEST_SUITE("cuda") {
     TEST_CASE("batch: CUDA sequences in one forward agree with each sequence alone on the CPU") {
         for (const char* mix : {"f16", "q4_K_M"}) {
             CAPTURE(mix);
-            const std::string path = synth_model("qwen2-tiny", mix);
-            std::mt19937 rng(77);
-            struct Seq {
-                std::vector<int32_t> prompt, want, got;
-                std::vector<float> margin;
-                int max_tokens = 0;
-                uint64_t id = 0;
-                minfer_status status = MINFER_ERR_INTERNAL;
-            };
-            std::vector<Seq> seqs(11);
-            minfer_model* cpu = open_on(path, "cpu");
-            const size_t nv = static_cast<size_t>(minfer_model_n_vocab(cpu));
-            for (Seq& q : seqs) {
-                q.prompt.resize(1 + rng() % 40);
-                for (int32_t& t : q.prompt) t = static_cast<int32_t>(rng() % 256);
-                q.max_tokens = 12 + static_cast<int>(rng() % 12);
-                minfer_context* ctx = nullptr;
-                REQUIRE(minfer_context_create(cpu, &ctx) == MINFER_OK);
-                REQUIRE(minfer_prefill(ctx, q.prompt.data(), q.prompt.size()) == MINFER_OK);
-                for (int i = 0; i < q.max_tokens; ++i) {
-                    std::vector<float> l = logits_of(ctx, nv), sorted = l;
-                    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<float>());
-                    double norm = 0;
-                    for (float x : l) norm += static_cast<double>(x) * x;
-                    q.margin.push_back(static_cast<float>((sorted[0] - sorted[1]) / std::sqrt(norm)));
-                    int32_t t = -1;
-                    REQUIRE(minfer_decode(ctx, &t) == MINFER_OK);
-                    q.want.push_back(t);
-                    if (minfer_context_stop_reason(ctx) == MINFER_STOP_EOG) break;
-                }
-                minfer_context_free(ctx);
-            }
-            minfer_close(cpu);
-
-            minfer_model* gpu = open_on(path, "cuda");
-            minfer_batch_params bp;
-            minfer_batch_params_init(&bp);
-            // Up to 11 decode tokens beside prefill chunks of a few: steps of 9 to 16 tokens take the narrow
-            // GEMM (q, k, v), and more than 8 output rows take the output projection 8 rows at a time where
-            // the file has no f16 copy of it (q4_K_M's q6_K output below the cache's size gate).
-            bp.max_sequences = 11;
-            bp.max_step_tokens = 16;
-            bp.kv_tokens = 11 * 80;
-            minfer_batch* b = nullptr;
-            REQUIRE_MESSAGE(minfer_batch_create(gpu, &bp, &b) == MINFER_OK, minfer_last_error());
-            for (Seq& q : seqs) {
-                minfer_sequence_params sp;
-                minfer_sequence_params_init(&sp);
-                sp.prompt = q.prompt.data();
-                sp.n_prompt = q.prompt.size();
-                sp.max_tokens = q.max_tokens;
-                REQUIRE(minfer_batch_add(b, &sp, &q.id) == MINFER_OK);
-            }
-            size_t done = 0;
-            int max_rows = 0;
-            for (int step = 0; step < 500 && done < seqs.size(); ++step) {
-                minfer_batch_event ev[16];
-                size_t n = 0;
-                REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, 16, &n) == MINFER_OK, minfer_last_error());
-                minfer_batch_stats st{};
-                st.size = sizeof st;
-                REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
-                max_rows = std::max(max_rows, st.last_step_sequences);
-                for (size_t e = 0; e < n; ++e)
-                    for (Seq& q : seqs)
-                        if (q.id == ev[e].id) {
-                            if (ev[e].token >= 0) q.got.push_back(ev[e].token);
-                            if (ev[e].finished) {
-                                q.status = ev[e].status;
-                                ++done;
-                            }
-                        }
-            }
-            CHECK(max_rows >= 9);
-            for (size_t i = 0; i < seqs.size(); ++i) {
-                CAPTURE(i);
-                const Seq& q = seqs[i];
-                CHECK(q.status == MINFER_OK);
-                size_t agreed = 0;
-                while (agreed < q.want.size() && agreed < q.got.size() && q.want[agreed] == q.got[agreed]) ++agreed;
-                if (agreed < q.want.size() && agreed < q.got.size()) CHECK(q.margin[agreed] < 4e-3);
-                else CHECK(q.got.size() == q.want.size());
-            }
-            minfer_batch_stats st{};
-            st.size = sizeof st;
-            REQUIRE(minfer_batch_stats_get(b, &st) == MINFER_OK);
-            CHECK(st.kv_pages_free == st.kv_pages);
-            minfer_batch_free(b);
-            minfer_close(gpu);
+            batch_against_cpu(mix);
         }
     }
 
