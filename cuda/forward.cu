@@ -74,14 +74,15 @@
 #define MINFER_ROPE_TABLE 1
 #endif
 
-// The last layer of a step computes its output projection, feed-forward block and residual adds for the
-// rows whose logits are wanted alone (1): after its attention (every row: the K/V store of every row is
-// what later steps read) the wanted rows of the attention output and of x are packed, and the rest of the
-// layer runs on those rows as a step of that many tokens (one row: the mat-vecs); a step without wanted
-// rows (a long prompt's earlier passes) ends after the last layer's K/V store. No later operation reads
-// the other rows' hidden states, so their last-layer work is dropped: at 2,048 prompt tokens on the 7B
-// about 3% of the call's matmul work (the o, gate/up and down GEMMs of one layer of 28). 0: every row
-// through every layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until
+// The last layer of a step runs on the rows whose logits are wanted alone once its K/V store is done (1):
+// q/k/v and the K/V store take every row (later steps read those keys and values), then the wanted rows'
+// queries are packed and attend as decode rows at their own positions (the decode attention, keys up to
+// each row's position), their x is packed, and the output projection, feed-forward block and residual
+// adds run as a step of that many tokens (one row: the mat-vecs); a step without wanted rows (a long
+// prompt's earlier passes) ends after the last layer's K/V store. Nothing later reads the other rows'
+// hidden states. At 2,048 prompt tokens on the 7B that drops about 3% of the call's matmul work (the o,
+// gate/up and down GEMMs of one layer of 28) and the last layer's attention. 0: every row through every
+// layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until
 // measured on the H200 (device::testing::cuda_prune_last turns it on or off at run time for the tests).
 #ifndef MINFER_PRUNE_LAST
 #define MINFER_PRUNE_LAST 0
@@ -139,7 +140,7 @@ struct LayerDev {
 uint64_t scratch_per_token(const model::Config& c) {
     const uint64_t q_dim = uint64_t{static_cast<uint32_t>(c.n_head)} * c.head_dim, kv_dim = uint64_t{static_cast<uint32_t>(c.n_head_kv)} * c.head_dim;
     const uint64_t embd = static_cast<uint32_t>(c.n_embd), ff = static_cast<uint32_t>(c.n_ff);
-    return 4 * (2 * embd + 3 * q_dim + 2 * kv_dim + 2 * ff) + 2 * std::max({embd, q_dim, ff}) + 4 * sizeof(int32_t);
+    return 4 * (2 * embd + 3 * q_dim + 2 * kv_dim + 2 * ff) + 2 * std::max({embd, q_dim, ff}) + 6 * sizeof(int32_t);
 }
 
 // Tokens per forward pass of a long prompt (option prefill_chunk; 0: auto). A chunk's layers run over all
@@ -203,7 +204,7 @@ public:
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
         partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
                        "attention scratch");
-        batch_ = DeviceMemory(4 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
+        batch_ = DeviceMemory(6 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
         io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
 
         if (int8_) {
@@ -223,7 +224,7 @@ public:
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
         }
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
-        batch_host_ = std::make_unique<Pinned>(4 * nt * sizeof(int32_t));
+        batch_host_ = std::make_unique<Pinned>(6 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
         logits_host_ = std::make_unique<Pinned>(static_cast<size_t>(c.n_vocab) * sizeof(float));
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
@@ -300,8 +301,14 @@ public:
                     rows_.clear();
                     for (; out + rows_.size() < b.out_rows.size() && static_cast<size_t>(b.out_rows[out + rows_.size()]) < c1;)
                         rows_.push_back(static_cast<int32_t>(static_cast<size_t>(b.out_rows[out + rows_.size()]) - c0));
+                    // ... and the output rows' positions and slots (the last layer on those rows alone).
+                    const size_t nr = rows_.size();
                     std::copy(rows_.begin(), rows_.end(), h + 3 * m);
-                    check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + rows_.size()) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+                    for (size_t i = 0; i < nr; ++i) {
+                        h[3 * m + nr + i] = b.pos[c0 + static_cast<size_t>(rows_[i])];
+                        h[3 * m + 2 * nr + i] = b.seq[c0 + static_cast<size_t>(rows_[i])];
+                    }
+                    check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + 3 * nr) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
                           "batch upload");
                     runs_.clear();
                     for (size_t i = c0; i < c1;) {
@@ -497,8 +504,10 @@ private:
     }
 
     // n tokens: their ids, positions, slots and the chunk rows whose logits are wanted (`rows`, also on the
-    // host) in device memory; `runs` cut them into sequences (a run of one token reads its position on the
-    // device: the graph's step). Logits go to output rows out0 ...
+    // host) in device memory, then the rows' positions and slots (rows_dev + rows.size(), rows_dev + 2
+    // rows.size(); read only where rows are fewer than n: the last layer's attention of those rows alone);
+    // `runs` cut them into sequences (a run of one token reads its position on the device: the graph's
+    // step). Logits go to output rows out0 ...
     void run_chunk(int n, const int32_t* tokens, const int32_t* pos_dev, const int32_t* slot_dev, const int32_t* rows_dev,
                    std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0) {
         const model::Config& c = c_;
@@ -615,14 +624,40 @@ private:
                 g_pruned_rows.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
                 break;
             }
+            if (last_pruned) {
+                // The wanted rows alone from here on: their q packed into att (free until an attention writes
+                // it), their attention as decode rows at their own positions and slots (rows_dev's second and
+                // third parts) into q (free once packed), and their x (with a deferred product, if one waits)
+                // packed through xb into x's first rows; then the rest of the layer is a step of those rows.
+                const int m = static_cast<int>(rows.size());
+                cuda::gather_rows(q, rows_dev, m, static_cast<int>(q_dim_), att, s());
+                const int group = std::min(max_tokens_, shape_.n_seq);  // the rows partial_ holds
+                for (int r0 = 0; r0 < m; r0 += group) {
+                    cuda::KvMap rows_map = per_token;
+                    rows_map.slot = rows_dev + 2 * m + r0;
+                    cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_dev + m + r0,
+                                                c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0);
+                }
+                att = q;
+                cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s(), pending);
+                check(cudaMemcpyAsync(x, xb, static_cast<size_t>(m) * static_cast<size_t>(c.n_embd) * sizeof(float), cudaMemcpyDeviceToDevice,
+                                      s()),
+                      "last layer's rows");
+                pending = nullptr;
+                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
+                g_pruned_rows.fetch_add(static_cast<uint64_t>(n - m), std::memory_order_relaxed);
+                if (m > 1) g_pruned_multi.fetch_add(1, std::memory_order_relaxed);
+                n = m;
+                single = m == 1;
+                few = m > 1 && m <= cuda::kMatvecMaxCols;
+                pruned = true;
+            }
             // Several tokens whose output projection takes the GEMM: the attention writes the GEMM's f16 input
-            // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies). Not where the
-            // wanted rows are packed from its f32 output below.
-            __half* att16 =
-                MINFER_ATT_F16_OUT && !last_pruned && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
+            // itself (a prefill chunk's kernel that alone; the decode rows' kernel both copies).
+            __half* att16 = MINFER_ATT_F16_OUT && !pruned && !single && !i8(L.wo) ? gemm_->input16(att, n, q_dim_, all_rows) : nullptr;
             // ... and where it takes the int8 mat-vec, its int8 input (no quantize_x launch).
-            void* att_xq = MINFER_ATT_XQ_OUT && !last_pruned && i8(L.wo) && all_rows ? xq : nullptr;
-            for (size_t r = 0; r < runs.size();) {
+            void* att_xq = MINFER_ATT_XQ_OUT && !pruned && i8(L.wo) && all_rows ? xq : nullptr;
+            for (size_t r = 0; r < runs.size() && !pruned;) {
                 const RunDev& run = runs[r];
                 if (run.n > 1) {  // a prefill chunk of one sequence
                     cuda::KvMap one = per_token;
@@ -641,26 +676,6 @@ private:
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
                                             att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n);
                 r = e;
-            }
-            if (last_pruned) {
-                // The wanted rows' attention outputs packed into q (free once the attention has read it), and
-                // their x (with a deferred product, if one waits) packed through xb into x's first rows; then
-                // the rest of the layer is a step of those rows.
-                const int m = static_cast<int>(rows.size());
-                cuda::gather_rows(att, rows_dev, m, static_cast<int>(q_dim_), q, s());
-                cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s(), pending);
-                check(cudaMemcpyAsync(x, xb, static_cast<size_t>(m) * static_cast<size_t>(c.n_embd) * sizeof(float), cudaMemcpyDeviceToDevice,
-                                      s()),
-                      "last layer's rows");
-                pending = nullptr;
-                att = q;
-                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
-                g_pruned_rows.fetch_add(static_cast<uint64_t>(n - m), std::memory_order_relaxed);
-                if (m > 1) g_pruned_multi.fetch_add(1, std::memory_order_relaxed);
-                n = m;
-                single = m == 1;
-                few = m > 1 && m <= cuda::kMatvecMaxCols;
-                pruned = true;
             }
             if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);

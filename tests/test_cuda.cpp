@@ -1205,8 +1205,9 @@ TEST_SUITE("cuda") {
             }
     }
 
-    // MINFER_PRUNE_LAST: the last layer's output projection, feed-forward block and residual adds run on
-    // the rows whose logits are wanted alone (packed after its attention), and a pass without wanted rows
+    // MINFER_PRUNE_LAST: past its K/V store the last layer runs on the rows whose logits are wanted alone
+    // (their queries packed and attending as decode rows at their own positions, then the output
+    // projection, feed-forward block and residual adds on those rows), and a pass without wanted rows
     // ends after the last layer's K/V store. Forced on here whatever the build's default, through: the
     // chunks of 40, 108 and 5 tokens above (one wanted row each: the rest of the layer takes the
     // mat-vecs), against float64; a 2,100-token prompt in passes of 1,000 (the first two without wanted
