@@ -288,7 +288,9 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 // CUDA-core arithmetic it replaced (decode reads the whole cache for one query: the MMAs' cost is small).
 // P is scaled by 2^kPScale (so its small values stay clear of f16 subnormals), l alike: the ratio is the same.
 // The keys before the row's last (written by earlier steps) are copied before pdl_wait; the last one (this
-// step's, written by the kernel before) after it.
+// step's, written by the kernel before) after it. A caller whose earlier keys come from this step too (the
+// last layer's packed rows, cuda/forward.cu) puts a kernel that waits for the writer between them: this
+// kernel then starts only after that one has passed its own pdl_wait, so after the writer has finished.
 #ifndef MINFER_ATTN_EARLY
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif

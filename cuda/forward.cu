@@ -204,7 +204,7 @@ public:
         logits_ = f32(static_cast<uint64_t>(shape.max_out) * c.n_vocab, "logits");
         partial_ = f32(static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, std::min(max_tokens_, shape.n_seq))),
                        "attention scratch");
-        batch_ = DeviceMemory(6 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots and output rows");
+        batch_ = DeviceMemory(6 * nt * sizeof(int32_t), &m_->scratch_bytes, "batch tokens, positions, slots, output rows and theirs");
         io_ = DeviceMemory(4 * sizeof(int32_t), &m_->scratch_bytes, "decode step token and position");
 
         if (int8_) {
@@ -627,8 +627,13 @@ private:
             if (last_pruned) {
                 // The wanted rows alone from here on: their q packed into att (free until an attention writes
                 // it), their attention as decode rows at their own positions and slots (rows_dev's second and
-                // third parts) into q (free once packed), and their x (with a deferred product, if one waits)
-                // packed through xb into x's first rows; then the rest of the layer is a step of those rows.
+                // third parts) into q (free once packed), and their x packed through xb into x's first rows
+                // (pending is null here: the attention norm took it; gather_rows would add it); then the rest
+                // of the layer is a step of those rows. The order matters: the decode kernel copies the keys
+                // before a row's own before its pdl_wait, as an earlier step's; here qkv_finish wrote them,
+                // and the gather between them (which waits for qkv_finish before it lets the attention
+                // start) keeps those copies after the writes. Do not launch the attention right after
+                // qkv_finish.
                 const int m = static_cast<int>(rows.size());
                 cuda::gather_rows(q, rows_dev, m, static_cast<int>(q_dim_), att, s());
                 const int group = std::min(max_tokens_, shape_.n_seq);  // the rows partial_ holds
@@ -786,7 +791,7 @@ private:
     DeviceMemory pages_;              // [n_seq][kv_.max_table()] the page tables
     DeviceMemory x_, xb_, q_, qkv_, att_, gate_up_, logits_, partial_;
     DeviceMemory xq_;      // the int8 mat-vecs' quantized input (int8_ only)
-    DeviceMemory batch_;   // [4][max_tokens]: a chunk's token ids, positions, slots and output rows
+    DeviceMemory batch_;   // [6][max_tokens]: a chunk's token ids, positions, slots, output rows, and those rows' positions and slots
     DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys
     DeviceMemory inv_freq_;

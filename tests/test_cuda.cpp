@@ -886,6 +886,14 @@ struct OptionScope {  // sets process defaults for one test and restores them
     }
 };
 
+// MINFER_PRUNE_LAST for one test (device::testing::cuda_prune_last: 1 on, 0 off), the build's knob after.
+struct PruneLast {
+    explicit PruneLast(int mode) { device::testing::cuda_prune_last(mode); }
+    ~PruneLast() { device::testing::cuda_prune_last(-1); }
+    PruneLast(const PruneLast&) = delete;
+    PruneLast& operator=(const PruneLast&) = delete;
+};
+
 // `chunks`: the prefill calls before the decode steps, in tokens.
 std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
                                                     std::initializer_list<size_t> chunks = {1, 1, 108, 5, 1}) {
@@ -1051,6 +1059,7 @@ TEST_SUITE("cuda") {
     TEST_CASE("whole models on the f16 cache: q/k/v and gate/up as one GEMM each over concatenated copies, against float64") {
         OptionScope scope;
         scope.set("w16_cache", "on");
+        PruneLast every_row(0);  // the counts below take every layer of a chunk through these routes
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
             for (const std::string mix : {"f32", "q8_0", "q4_K_M"}) {
                 CAPTURE(preset);
@@ -1098,6 +1107,7 @@ TEST_SUITE("cuda") {
 #ifndef MINFER_F16_GROUPS
 #define MINFER_F16_GROUPS 1  // cuda/model.cuh's default, as above
 #endif
+        PruneLast every_row(0);  // as above
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
             CAPTURE(preset);
             const std::string path = synth_model(preset, "f16");
@@ -1217,10 +1227,7 @@ TEST_SUITE("cuda") {
     // taken (exact counts of pruned layers and dropped rows); packing the wrong rows, or losing the
     // residual stream's, moves the logits by errors of order 1.
     TEST_CASE("the last layer on the wanted rows alone: against float64 and the CPU, passes without wanted rows, batches") {
-        struct Force {
-            Force() { device::testing::cuda_prune_last(1); }
-            ~Force() { device::testing::cuda_prune_last(-1); }
-        } force;
+        PruneLast force(1);
         MESSAGE("this build's MINFER_PRUNE_LAST: ", device::testing::cuda_prune_last_knob());
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
             for (const std::string mix : {"f32", "f16", "q8_0", "q4_K_M"}) {

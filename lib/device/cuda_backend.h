@@ -168,8 +168,8 @@ uint64_t cuda_concat_gemms(uint64_t* f16_out = nullptr);
 // Output and down projections whose residual add went to the next RMSNorm or the final gather
 // (MINFER_DEFER_RESIDUAL) in this process so far.
 uint64_t cuda_deferred_residuals();
-// MINFER_PRUNE_LAST at run time: mode 1 runs the last layer's output projection and feed-forward block on
-// the rows whose logits are wanted alone, 0 on every row, -1 as the build's knob says (the default);
+// MINFER_PRUNE_LAST at run time: mode 1 runs the last layer past its K/V store (attention, output
+// projection, feed-forward block) on the rows whose logits are wanted alone, 0 on every row, -1 as the build's knob says (the default);
 // forward calls from now on follow it. cuda_prune_last_knob: the build's knob. cuda_pruned_layers:
 // the last layers run that way in this process so far; dropped, given, receives how many rows they left
 // out, multi how many of them kept two rows or more.
