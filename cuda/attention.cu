@@ -51,14 +51,14 @@ bool prefill_fits() {
 }
 
 template <int HD, int MT>
-void launch_prefill_mt(const float* q, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0, int n_head,
-                       int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+void launch_prefill_mt(const float* q, const __half* q16, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0,
+                       int n_head, int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
     constexpr int smem = fa::smem_bytes<HD, MT>();
     if (!prefill_fits<HD, MT>())
         fail(MINFER_ERR_UNSUPPORTED,
              "CUDA prefill attention: head_dim %d needs %d bytes of shared memory per block, more than this GPU allows", HD, smem);
     const auto grid = static_cast<unsigned>(fa::grid_size<MT>(n, n_head));
-    fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim,
+    fa::attn_prefill_mma_kernel<HD, MT><<<grid, fa::kThreads, smem, stream>>>(q, q16, kc, vc, out, out16, n, pos0, n_head, group, kv_dim,
                                                                               qscale, kv);
     check_launch("attention (prefill)");
 }
@@ -101,10 +101,10 @@ PrefillKernel prefill_kernel(int n) {
 }
 
 template <int HD>
-void launch_prefill(const float* q, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0, int n_head,
-                    int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
-    if (reinterpret_cast<uintptr_t>(q) % 16 != 0)  // q is read in 16-byte pieces
-        fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: q is not 16-byte aligned");
+void launch_prefill(const float* q, const __half* q16, const __half* kc, const __half* vc, float* out, __half* out16, int n, int pos0,
+                    int n_head, int group, int kv_dim, float qscale, cudaStream_t stream, const KvMap& kv) {
+    if (q16 ? reinterpret_cast<uintptr_t>(q16) % 8 != 0 : reinterpret_cast<uintptr_t>(q) % 16 != 0)  // read in 8- and 16-byte pieces
+        fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: q is not aligned");
     if (reinterpret_cast<uintptr_t>(out16) % 4 != 0)  // written in pairs
         fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: the f16 output is not 4-byte aligned");
     switch (prefill_kernel<HD>(n)) {
@@ -112,15 +112,17 @@ void launch_prefill(const float* q, const __half* kc, const __half* vc, float* o
             if (!out16 && reinterpret_cast<uintptr_t>(out) % 8 != 0)  // written in float pairs
                 fail(MINFER_ERR_INTERNAL, "CUDA prefill attention: out is not 8-byte aligned");
             const auto grid = static_cast<unsigned>(faw::grid_size(n, n_head));
-            faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, kc, vc, out, out16, n, pos0,
+            faw::attn_prefill_wg_kernel<HD><<<grid, faw::kThreads, faw::smem_bytes<HD>(), stream>>>(q, q16, kc, vc, out, out16, n, pos0,
                                                                                                      n_head, group, kv_dim, qscale, kv);
             check_launch("attention (prefill, wgmma)");
             break;
         }
         case PrefillKernel::kMma2:
-            launch_prefill_mt<HD, MINFER_FA_MTILES>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+            launch_prefill_mt<HD, MINFER_FA_MTILES>(q, q16, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
             break;
-        case PrefillKernel::kMma1: launch_prefill_mt<HD, 1>(q, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv); break;
+        case PrefillKernel::kMma1:
+            launch_prefill_mt<HD, 1>(q, q16, kc, vc, out, out16, n, pos0, n_head, group, kv_dim, qscale, stream, kv);
+            break;
     }
 }
 
@@ -316,10 +318,13 @@ int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int ma
     return most;
 }
 
+float attention_qscale(int head_dim) { return log2_qscale(head_dim); }
+
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv,
-               __half* out16) {
+               __half* out16, const __half* q16) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
+    if (q16 && n == 1) fail(MINFER_ERR_INTERNAL, "CUDA attention: an f16 query for a decode step (its kernel reads f32)");
     const int group = n_head / n_head_kv, kv_dim = n_head_kv * head_dim;
     auto run = [&](auto p_tag) {
         constexpr int P = decltype(p_tag)::value;
@@ -327,7 +332,7 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
             launch_decode<64 * P>(q, k_cache, v_cache, partial, out, pos0 + 1, 1, n_head, n_head_kv, log2_qscale(head_dim), stream,
                                   pos_dev, kv, out16, DecodeXq{});
         } else {
-            launch_prefill<64 * P>(q, k_cache, v_cache, out, out16, n, pos0, n_head, group, kv_dim, log2_qscale(head_dim), stream, kv);
+            launch_prefill<64 * P>(q, q16, k_cache, v_cache, out, out16, n, pos0, n_head, group, kv_dim, log2_qscale(head_dim), stream, kv);
         }
     };
     switch (head_dim) {

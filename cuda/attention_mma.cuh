@@ -59,6 +59,16 @@ struct PrefillCta {
     int t0;      // the first query
     int last;    // the last key any query of the CTA sees
 };
+// Four consecutive query elements from element `at` on, times qscale, as the f16 MMA operand (two f16x2
+// words): read from q (f32) and rounded, or from q16, which qkv_finish wrote as the same product rounded
+// the same way (cuda/norm_rope.cuh); zeros where !valid.
+__device__ __forceinline__ uint2 q_f16x4(const float* q, const __half* q16, bool valid, int64_t at, float qscale) {
+    if (!valid) return make_uint2(0u, 0u);
+    if (q16) return __ldg(reinterpret_cast<const uint2*>(q16 + at));
+    const float4 v = __ldg(reinterpret_cast<const float4*>(q + at));
+    return make_uint2(mv::pack_f16x2(v.x * qscale, v.y * qscale), mv::pack_f16x2(v.z * qscale, v.w * qscale));
+}
+
 __device__ __forceinline__ PrefillCta prefill_cta(int rows, int n, int pos0, int n_head, int group) {
     const int q_tiles = (n + rows - 1) / rows;
     const int h = static_cast<int>(blockIdx.x) % n_head;
@@ -66,13 +76,14 @@ __device__ __forceinline__ PrefillCta prefill_cta(int rows, int n, int pos0, int
     return {h, h / group, t0, pos0 + min(n, t0 + rows) - 1};
 }
 
-// q: [n][n_head * HD] f32; kc, vc: one layer's cache, rows kv_row(kv, 0, position), kv_dim = n_head_kv *
-// HD; out like q, or with out16 given, out16 instead (f16: the output projection's GEMM input). Query head
-// h reads KV head h / group. qscale = log2(e) / sqrt(HD).
+// q: [n][n_head * HD] f32, or given q16, q16 instead (the same shape in f16, already times qscale: see
+// q_f16x4); kc, vc: one layer's cache, rows kv_row(kv, 0, position), kv_dim = n_head_kv * HD; out like q
+// (f32), or with out16 given, out16 instead (f16: the output projection's GEMM input). Query head h reads
+// KV head h / group. qscale = log2(e) / sqrt(HD).
 template <int HD, int MT>
-__global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float* q, const __half* kc, const __half* vc,
-                                                                     float* out, __half* out16, int n, int pos0, int n_head,
-                                                                     int group, int kv_dim, float qscale, KvMap kv) {
+__global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float* q, const __half* q16, const __half* kc,
+                                                                     const __half* vc, float* out, __half* out16, int n, int pos0,
+                                                                     int n_head, int group, int kv_dim, float qscale, KvMap kv) {
     static_assert(HD % 16 == 0 && kKeys % 16 == 0 && MT >= 1, "whole MMA tiles");
     constexpr int kRows = rows_per_cta<MT>();
     constexpr int S = row_stride<HD>();
@@ -105,14 +116,10 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
     const int key_tiles = last / kKeys + 1;
     load_tile(0);
 
-    // Q rows of the CTA, scaled, as f16 (rows past n: zeros).
+    // Q rows of the CTA, scaled, as f16 (rows past n: zeros): from q, or as they stand in q16.
     for (int i = static_cast<int>(threadIdx.x); i < kRows * (HD / 4); i += kThreads) {
         const int r = i / (HD / 4), c = 4 * (i % (HD / 4));
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (t0 + r < n) v = __ldg(reinterpret_cast<const float4*>(q + (t0 + r) * q_dim + int64_t{h} * HD + c));
-        auto* d = reinterpret_cast<uint32_t*>(sm + r * S + c);
-        d[0] = mv::pack_f16x2(v.x * qscale, v.y * qscale);
-        d[1] = mv::pack_f16x2(v.z * qscale, v.w * qscale);
+        *reinterpret_cast<uint2*>(sm + r * S + c) = q_f16x4(q, q16, t0 + r < n, (t0 + r) * q_dim + int64_t{h} * HD + c, qscale);
     }
     __syncthreads();
 

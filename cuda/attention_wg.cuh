@@ -100,11 +100,12 @@ constexpr int smem_bytes() {
 }
 inline int64_t grid_size(int n, int n_head) { return int64_t{(n + kRows - 1) / kRows} * n_head; }
 
-// Arguments as attn_prefill_mma_kernel's: q [n][n_head * HD] f32, kc / vc one layer's cache (rows
+// Arguments as attn_prefill_mma_kernel's: q [n][n_head * HD] f32 (or q16), kc / vc one layer's cache (rows
 // kv_row(kv, 0, position), kv_dim = n_head_kv * HD), out like q or, given out16, out16 instead (f16);
 // qscale = log2(e) / sqrt(HD).
 template <int HD>
-__global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_wg_kernel(const float* q, const __half* kc,
+__global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_wg_kernel(const float* q, const __half* q16,
+                                                                                           const __half* kc,
                                                                                            const __half* vc, float* out,
                                                                                            __half* out16, int n, int pos0,
                                                                                            int n_head, int group, int kv_dim,
@@ -219,14 +220,11 @@ __global__ __launch_bounds__(kThreads, MINFER_FAW_MIN_BLOCKS) void attn_prefill_
 
     load_tile(0);
 
-    // Q rows of the CTA, scaled, as f16 (rows past n: zeros), 8 bytes a thread at a time.
+    // Q rows of the CTA, scaled, as f16 (rows past n: zeros), 8 bytes a thread at a time (fa::q_f16x4).
     for (int i = tid; i < kRows * (HD / 4); i += kThreads) {
         const int r = i / (HD / 4), d = 4 * (i % (HD / 4));
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (t0 + r < n) v = __ldg(reinterpret_cast<const float4*>(q + (t0 + r) * q_dim + int64_t{h} * HD + d));
         const uint32_t at = static_cast<uint32_t>((d / 64) * kQChunk) + wg::sw128(r, (d % 64) / 8) + static_cast<uint32_t>((d % 8) * 2);
-        *reinterpret_cast<uint2*>(sptr + at) =
-            make_uint2(mv::pack_f16x2(v.x * qscale, v.y * qscale), mv::pack_f16x2(v.z * qscale, v.w * qscale));
+        *reinterpret_cast<uint2*>(sptr + at) = fa::q_f16x4(q, q16, t0 + r < n, (t0 + r) * q_dim + int64_t{h} * HD + d, qscale);
     }
 
     for (int j = 0; j < key_tiles; ++j) {

@@ -88,6 +88,17 @@
 #define MINFER_PRUNE_LAST 0
 #endif
 
+// The layers of a prefill step (every run of it two tokens or more) take q from qkv_finish as the prefill
+// attention's f16 operand (q times the attention's scale, rounded: cuda::attention's q16) instead of f32
+// rows the attention converts: the same bits (a test compares the logits' bytes), half the bytes written
+// and read (29 MB a layer each way at 2,048 tokens on the 7B). Not in a step with decode rows (their
+// kernel reads f32 q), nor in a last layer run on the wanted rows alone (MINFER_PRUNE_LAST: its packed
+// rows take the decode kernel). 0: f32 q everywhere (the A/B knob). Written without a GPU (2026-12-04,
+// seventh session); off until measured (device::testing::cuda_q16 turns it on or off for the tests).
+#ifndef MINFER_Q16
+#define MINFER_Q16 0
+#endif
+
 namespace minfer::device {
 namespace {
 
@@ -100,9 +111,17 @@ std::atomic<uint64_t> g_pruned_layers{0};       // testing::cuda_pruned_layers: 
 std::atomic<uint64_t> g_pruned_rows{0};         // ... the rows they dropped
 std::atomic<uint64_t> g_pruned_multi{0};        // ... those of them that kept two rows or more
 
+std::atomic<int> g_q16{-1};                     // testing::cuda_q16: -1 the knob, 0 off, 1 on
+std::atomic<uint64_t> g_q16_layers{0};          // testing::cuda_q16_layers: layers whose attention read f16 q
+
 bool prune_last() {
     const int forced = g_prune_last.load(std::memory_order_relaxed);
     return forced < 0 ? MINFER_PRUNE_LAST != 0 : forced != 0;
+}
+
+bool q16_on() {
+    const int forced = g_q16.load(std::memory_order_relaxed);
+    return forced < 0 ? MINFER_Q16 != 0 : forced != 0;
 }
 
 // Page-locked host memory (the staging of every copy between host and device).
@@ -566,6 +585,8 @@ private:
             }
         };
         const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n == 1; });
+        // Every run a prefill chunk: the attention may read q in f16 (MINFER_Q16).
+        const bool q16_step = q16_on() && std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n > 1; });
         // A residual add deferred from a GEMM (MINFER_DEFER_RESIDUAL): its product, waiting in gate_up_'s
         // memory (free from the SwiGLU's read until the next gate/up GEMM) to be added to x by the next
         // RMSNorm or the final gather; null when x is up to date.
@@ -616,9 +637,14 @@ private:
             } else {
                 gemm_joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             }
-            cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
-                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope);
             const bool last_pruned = prune && il + 1 == c.n_layer;
+            // q in f16 (MINFER_Q16), in q_'s memory: where the projections came from the concatenated GEMM
+            // (qkv_), not where q_ holds the q product that qkv_finish reads.
+            __half* const q16 = q16_step && !last_pruned && proj.q != q ? reinterpret_cast<__half*>(q) : nullptr;
+            cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
+                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope, q16,
+                             q16 ? cuda::attention_qscale(c.head_dim) : 0.0f);
+            if (q16) g_q16_layers.fetch_add(1, std::memory_order_relaxed);
             if (last_pruned && rows.empty()) {  // the K/V store was all this step needed of the last layer
                 g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
                 g_pruned_rows.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
@@ -669,7 +695,8 @@ private:
                     one.slot = nullptr;
                     one.slot0 = run.slot;
                     cuda::attention(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, run.n, run.pos0, c.n_head, c.n_head_kv,
-                                    c.head_dim, partial_.as<float>(), s(), nullptr, one, att16 ? att16 + run.begin * q_dim_ : nullptr);
+                                    c.head_dim, partial_.as<float>(), s(), nullptr, one, att16 ? att16 + run.begin * q_dim_ : nullptr,
+                                    q16 ? q16 + run.begin * q_dim_ : nullptr);
                     ++r;
                     continue;
                 }
@@ -839,6 +866,8 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
 uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
 void testing::cuda_prune_last(int mode) { g_prune_last.store(mode < 0 ? -1 : mode != 0, std::memory_order_relaxed); }
 bool testing::cuda_prune_last_knob() { return MINFER_PRUNE_LAST != 0; }
+void testing::cuda_q16(int mode) { g_q16.store(mode < 0 ? -1 : mode != 0, std::memory_order_relaxed); }
+uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
 uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
     if (dropped) *dropped = g_pruned_rows.load();
     if (multi) *multi = g_pruned_multi.load();

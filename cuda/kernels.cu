@@ -236,15 +236,25 @@ void store_kv(const float* k, const float* v, __half* k_cache, __half* v_cache, 
 
 void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
                 const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
-                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream, const RopeTable& rope) {
+                const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream, const RopeTable& rope,
+                __half* q16, float q16_scale) {
     if (head_dim > 128 || head_dim % 2 != 0) fail(MINFER_ERR_INTERNAL, "qkv_finish: head_dim %d", head_dim);
+    if (q16 && !(q16_scale > 0.0f)) fail(MINFER_ERR_INTERNAL, "qkv_finish: an f16 q without its scale");
+    if (q16 && n > 0) {  // its rows are narrower than the input's: no in-place form
+        const auto* a = reinterpret_cast<const char*>(in.q);
+        const auto* b = reinterpret_cast<const char*>(q16);
+        const int64_t in_bytes = ((n - 1) * in.ld_q + int64_t{n_head} * head_dim) * int64_t{sizeof(float)};
+        const int64_t out_bytes = int64_t{n} * n_head * head_dim * int64_t{sizeof(__half)};
+        if (a < b + out_bytes && b < a + in_bytes) fail(MINFER_ERR_INTERNAL, "qkv_finish: the f16 q overlaps the projections");
+    }
     if (rope.rows > 0 && !rope.cs) fail(MINFER_ERR_INTERNAL, "qkv_finish: a RoPE table without rotations");
     const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim, kv_dim = static_cast<int64_t>(n_head_kv) * head_dim;
     if (in.ld_q < q_dim || in.ld_kv < kv_dim || (in.q == q && in.ld_q != q_dim))
         fail(MINFER_ERR_INTERNAL, "qkv_finish: row strides %lld, %lld", static_cast<long long>(in.ld_q), static_cast<long long>(in.ld_kv));
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
     check(launch_pdl(nr::qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, in.q, in.k, in.v, in.ld_q, in.ld_kv, q, n,
-                     n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv, rope),
+                     n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv, rope,
+                     q16, q16_scale),
           "qkv_finish");
 }
 

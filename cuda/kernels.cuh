@@ -128,10 +128,12 @@ struct QkvIn {
     const float *q, *k, *v;
     int64_t ld_q, ld_kv;
 };
+// q16 (optional): q's rows go there instead of q, as f16 of q times q16_scale (attention_qscale: the
+// prefill attention's input, attention(..., q16), the same bits as the kernels make of f32 q).
 void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq, const float* bk,
                 const float* bv, const float* q_norm, const float* k_norm, float eps, const double* inv_freq, int pos0,
                 const int32_t* pos_dev, __half* k_cache, __half* v_cache, const KvMap& kv, cudaStream_t stream,
-                const RopeTable& rope = {});
+                const RopeTable& rope = {}, __half* q16 = nullptr, float q16_scale = 0.0f);
 // The rotations qkv_finish applies at positions 0 .. rows - 1, computed once for a context instead of once
 // per head and layer (MINFER_ROPE_TABLE): out[p * head_dim / 2 + j] = (cos, sin) of p * inv_freq[j], in
 // double rounded to float, the values qkv_finish computes itself without the table (so its output is
@@ -162,9 +164,13 @@ int64_t attention_partial_floats(int n_head, int n_head_kv, int head_dim, int ma
 // the launch covers the most chunks any length gets and the kernels find the split themselves, so one
 // launch serves every position (a CUDA graph replays it). out16 (optional, like out in f16): n > 1, the
 // output is written there instead of out (the output projection's GEMM input); n = 1, there as well.
+// q16 (optional, n > 1): the queries as qkv_finish's f16 q16 rows (times attention_qscale(head_dim)),
+// read instead of q; the same result to the bit.
 void attention(const float* q, const __half* k_cache, const __half* v_cache, float* out, int n, int pos0, int n_head,
                int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const int32_t* pos_dev = nullptr,
-               const KvMap& kv = KvMap{}, __half* out16 = nullptr);
+               const KvMap& kv = KvMap{}, __half* out16 = nullptr, const __half* q16 = nullptr);
+// The scale the attention kernels multiply q by (1 / sqrt(head_dim), times log2(e): they work in exp2).
+float attention_qscale(int head_dim);
 // The kernel `attention` takes for n > 1 queries of head_dim on this device: "wgmma" (sm_90a, cuda/
 // attention_wg.cuh), "mma.sync, 2 row tiles" or "mma.sync, 1 row tile" (cuda/attention_mma.cuh).
 const char* attention_prefill_kernel(int head_dim, int n);

@@ -113,13 +113,15 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
 
 // One warp per (token, head) of q, k and v: the bias, the per-head RMS norm (q and k), NeoX RoPE (q and
 // k) at the token's position, then q into its output rows and k, v as f16 into the cache rows of their positions.
-// The same roundings as add_bias, rms_norm, rope and store_kv one after another.
+// The same roundings as add_bias, rms_norm, rope and store_kv one after another. q16 (optional): q's rows
+// go there instead, times q16_scale and rounded to f16, the operand the prefill attention kernels make of
+// f32 q themselves (the same product and rounding, so the same bits).
 __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k, const float* __restrict__ v, int64_t ld_q,
                                   int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
                                   const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
                                   int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv,
-                                  RopeTable rope) {
+                                  RopeTable rope, __half* __restrict__ q16, float q16_scale) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
@@ -179,9 +181,14 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
             x1 = __fadd_rn(__fmul_rn(a[p], sv), __fmul_rn(b[p], c));
         }
         if (kind == 0) {
-            float* dst = q + static_cast<int64_t>(t) * n_head * head_dim + static_cast<int64_t>(head) * head_dim;
-            dst[j] = x0;
-            dst[j + half] = x1;
+            const int64_t at = static_cast<int64_t>(t) * n_head * head_dim + static_cast<int64_t>(head) * head_dim;
+            if (q16) {
+                q16[at + j] = __float2half_rn(__fmul_rn(x0, q16_scale));
+                q16[at + j + half] = __float2half_rn(__fmul_rn(x1, q16_scale));
+            } else {
+                q[at + j] = x0;
+                q[at + j + half] = x1;
+            }
         } else {
             __half* dst = (kind == 1 ? kc : vc) + kv_row(kv, t, pos) * kv_dim + static_cast<int64_t>(head) * head_dim;
             dst[j] = __float2half_rn(x0);

@@ -78,28 +78,38 @@ std::vector<double> reference(const Case& cs, const std::vector<float>& q, const
         [&](int p, int kvh, int d) { return at(c.v, p, kvh, d); });
 }
 
-// f16: the kernel's f16 output (out16; out must stay untouched), returned as f32 values.
+// f16: the kernel's f16 output (out16; out must stay untouched), returned as f32 values. q16: the queries
+// given as f16 rows already times the scale (qkv_finish's q16, made here with the same product and
+// rounding), q poisoned.
 template <int HD, int MT>
-std::vector<float> run(const Case& cs, const std::vector<float>& q, const Cache& c, const Config& cfg, bool f16 = false) {
+std::vector<float> run(const Case& cs, const std::vector<float>& q_in, const Cache& c, const Config& cfg, bool f16 = false,
+                       bool q16 = false) {
+    const float qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(HD)));
+    std::vector<float> q = q_in;
+    std::vector<__half> qh(q16 ? q.size() : 0);
+    if (q16)
+        for (size_t i = 0; i < q.size(); ++i) {
+            qh[i] = __float2half_rn(__fmul_rn(q[i], qscale));
+            q[i] = std::nanf("");
+        }
     const size_t n_out = static_cast<size_t>(cs.n) * static_cast<size_t>(cs.n_head) * HD;
     std::vector<float> out(n_out + 64, std::nanf(""));
     for (size_t i = n_out; i < out.size(); ++i) out[i] = 12345.0f;
     std::vector<__half> out16(f16 ? n_out + 64 : 0, __half{0x7e00});
     for (size_t i = n_out; i < out16.size(); ++i) out16[i].bits = 12345;
-    mv_emu::readable = {{q.data(), q.size() * sizeof(float)},
+    mv_emu::readable = {{q16 ? static_cast<const void*>(qh.data()) : q.data(), q16 ? qh.size() * 2 : q.size() * sizeof(float)},
                         {c.k.data(), c.k.size() * 2},
                         {c.v.data(), c.v.size() * 2},
                         {c.pages.data(), c.pages.size() * sizeof(int32_t)}};
     minfer::cuda::KvMap kv;
     kv.pages = c.pages.data();
     kv.stride = static_cast<int>(c.pages.size());
-    const float qscale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(HD)));
     const auto* kc = reinterpret_cast<const __half*>(c.k.data());
     const auto* vc = reinterpret_cast<const __half*>(c.v.data());
     const size_t smem = static_cast<size_t>(fa::smem_bytes<HD, MT>());
     emu_test::launch(fa::grid_size<MT>(cs.n, cs.n_head), fa::kThreads, smem, cfg, [&] {
-        fa::attn_prefill_mma_kernel<HD, MT>(q.data(), kc, vc, out.data(), f16 ? out16.data() : nullptr, cs.n, cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv, c.kv_dim,
-                                            qscale, kv);
+        fa::attn_prefill_mma_kernel<HD, MT>(q.data(), q16 ? qh.data() : nullptr, kc, vc, out.data(), f16 ? out16.data() : nullptr, cs.n,
+                                            cs.pos0, cs.n_head, cs.n_head / cs.n_head_kv, c.kv_dim, qscale, kv);
     });
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
@@ -154,6 +164,10 @@ TEST_CASE("prefill attention (tensor cores, emulated): against a float64 attenti
                 size_t bad = 0;
                 for (size_t i = 0; i < out.size(); ++i) bad += out16[i] != quant::f16_to_f32(quant::f32_to_f16(out[i]));
                 CHECK(bad == 0);
+                // The queries as qkv_finish's f16 rows (q poisoned): the same output, bit for bit.
+                const auto outq = cs.hd == 64 ? (mt == 1 ? run<64, 1>(cs, q, c, cfg, false, true) : run<64, 2>(cs, q, c, cfg, false, true))
+                                              : (mt == 1 ? run<128, 1>(cs, q, c, cfg, false, true) : run<128, 2>(cs, q, c, cfg, false, true));
+                CHECK(std::memcmp(outq.data(), out.data(), out.size() * sizeof(float)) == 0);
             }
         }
     }

@@ -1279,6 +1279,79 @@ TEST_SUITE("cuda") {
         }
     }
 
+    // MINFER_Q16: a prefill step's qkv_finish writes q as the attention's f16 operand (q times its scale,
+    // rounded) and the prefill attention reads that instead of converting f32 q itself: the same
+    // operation on the same values, so the logits must be the same bits with it on and off. Prompts of 17
+    // (the mma.sync kernel of one row tile), 130 (on Hopper the wgmma kernel) and 100 + 60 tokens (the
+    // second call continuing from the cache); head_dim 64 (qwen2-tiny) and 128 (qwen3-tiny); on the f16
+    // cache and f16 weights, where q/k/v come from the concatenated GEMM (the route q16 takes). The counter
+    // fails the test where no layer took the route.
+    TEST_CASE("prefill with q in f16 (MINFER_Q16): the logits of f32 q, bit for bit") {
+        OptionScope scope;
+        scope.set("w16_cache", "on");
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
+            for (const std::string mix : {"f16", "q4_K_M"}) {
+                CAPTURE(preset);
+                CAPTURE(mix);
+                const std::string path = synth_model(preset, mix);
+                minfer_model* m = open_on(path, "cuda");
+                const size_t n_vocab = static_cast<size_t>(minfer_model_n_vocab(m));
+                const uint64_t layers = static_cast<uint64_t>(minfer_model_n_layer(m));
+                std::mt19937 rng(41);
+                std::vector<int32_t> toks(160);
+                for (int32_t& t : toks) t = static_cast<int32_t>(rng() % n_vocab);
+                for (const std::vector<size_t>& calls : {std::vector<size_t>{17}, std::vector<size_t>{130}, std::vector<size_t>{100, 60}}) {
+                    CAPTURE(calls.size());
+                    CAPTURE(calls[0]);
+                    std::vector<float> got[2];
+                    uint64_t used[2] = {0, 0};
+                    for (int mode : {0, 1}) {
+                        PruneLast every_row(0);  // every layer's attention a prefill one
+                        device::testing::cuda_q16(mode);
+                        struct Back {
+                            ~Back() { device::testing::cuda_q16(-1); }
+                        } back;
+                        const uint64_t before = device::testing::cuda_q16_layers();
+                        minfer_context* c = nullptr;
+                        REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                        size_t at = 0;
+                        for (size_t n : calls) {
+                            REQUIRE_MESSAGE(minfer_prefill(c, toks.data() + at, n) == MINFER_OK, minfer_last_error());
+                            at += n;
+                        }
+                        got[mode] = logits_of(c, n_vocab);
+                        used[mode] = device::testing::cuda_q16_layers() - before;
+                        minfer_context_free(c);
+                    }
+                    // Every layer of every call where q/k/v take the concatenated GEMM (the knobs' defaults: all).
+#ifndef MINFER_GEMM_CONCAT
+#define MINFER_GEMM_CONCAT 3  // cuda/model.cuh's defaults, as above
+#endif
+#ifndef MINFER_GEMM_CONCAT_NARROW
+#define MINFER_GEMM_CONCAT_NARROW 3
+#endif
+#ifndef MINFER_GEMM_NARROW_MAX
+#define MINFER_GEMM_NARROW_MAX 64
+#endif
+#ifndef MINFER_GEMM_NARROW_QUANT
+#define MINFER_GEMM_NARROW_QUANT 1
+#endif
+                    uint64_t want = 0;
+                    for (size_t n : calls) {
+                        const bool narrow = n <= MINFER_GEMM_NARROW_MAX;
+                        const bool concat = ((narrow ? MINFER_GEMM_CONCAT_NARROW : MINFER_GEMM_CONCAT) & 1) != 0;
+                        const bool cached_quant_narrow = narrow && mix != "f16" && MINFER_GEMM_NARROW_QUANT >= 2;  // the narrow GEMM on blocks
+                        if (concat && !cached_quant_narrow && (mix != "f16" || MINFER_F16_GROUPS)) want += layers;
+                    }
+                    CHECK(used[0] == 0);
+                    CHECK(used[1] == want);
+                    CHECK(std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(float)) == 0);
+                    CHECK(std::all_of(got[1].begin(), got[1].end(), [](float f) { return std::isfinite(f); }));
+                }
+                minfer_close(m);
+            }
+    }
+
     // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
     // first two positions fails. Position 0 cannot see the positional and attention bugs (RoPE is the
     // identity there and attention over one key returns its value), and position 1 barely does: measured

@@ -131,14 +131,15 @@ namespace {
 
 struct QkvOut {
     std::vector<float> q;
-    std::vector<uint16_t> k, v;
+    std::vector<uint16_t> q16, k, v;
 };
 
 // qkv_finish over tokens at `pos` (one sequence, cache rows = positions), with the RoPE table of
-// table_rows positions (table 1), that table zeroed (2), or none (0).
+// table_rows positions (table 1), that table zeroed (2), or none (0); q16_scale > 0: q in f16 times it
+// (q16), q left poisoned.
 QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vector<int32_t>& pos, int n_head, int n_head_kv, int hd,
                double base, const std::vector<float>& bias, const std::vector<float>& q_norm, const std::vector<float>& k_norm, int table,
-               int table_rows) {
+               int table_rows, float q16_scale = 0.0f) {
     const int n = static_cast<int>(pos.size()), half = hd / 2;
     const int64_t q_dim = int64_t{n_head} * hd, kv_dim = int64_t{n_head_kv} * hd, ld = q_dim + 2 * kv_dim;
     const std::vector<double> inv = minfer::engine::rope_inv_freq(base, hd);
@@ -153,6 +154,8 @@ QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vect
     const int cache_rows = *std::max_element(pos.begin(), pos.end()) + 1;
     QkvOut o;
     o.q.assign(static_cast<size_t>(n * q_dim), kNaN);
+    // One row more, poisoned: a write past q16's rows shows there.
+    if (q16_scale > 0.0f) o.q16.assign(static_cast<size_t>((n + 1) * q_dim), 0x7e00);
     o.k.assign(static_cast<size_t>(cache_rows * kv_dim), 0x7e00);
     o.v = o.k;
     const float* in = qkv.data();
@@ -162,7 +165,7 @@ QkvOut run_qkv(const Config& cfg, const std::vector<float>& qkv, const std::vect
         nr::qkv_finish_kernel(in, in + q_dim, in + q_dim + kv_dim, ld, ld, o.q.data(), n, n_head, n_head_kv, hd, bq, bq + q_dim,
                               bq + q_dim + kv_dim, q_norm.empty() ? nullptr : q_norm.data(), k_norm.empty() ? nullptr : k_norm.data(),
                               1e-6f, inv.data(), 0, pos.data(), reinterpret_cast<__half*>(o.k.data()), reinterpret_cast<__half*>(o.v.data()),
-                              minfer::cuda::KvMap{}, rt);
+                              minfer::cuda::KvMap{}, rt, o.q16.empty() ? nullptr : reinterpret_cast<__half*>(o.q16.data()), q16_scale);
     });
     return o;
 }
@@ -199,6 +202,19 @@ TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only
                 CHECK(same_bits(plain.q.data(), table.q.data(), plain.q.size() * 4));
                 CHECK(same_bits(plain.k.data(), table.k.data(), plain.k.size() * 2));
                 CHECK(same_bits(plain.v.data(), table.v.data(), plain.v.size() * 2));
+                // q as the prefill attention's f16 operand (MINFER_Q16): each element the f32 q times the
+                // scale, rounded to f16 (what the attention kernels make of f32 q), q itself unwritten, K and
+                // V the same bytes; the row past the tokens' stays poisoned.
+                const float q_scale = static_cast<float>(1.4426950408889634 / std::sqrt(static_cast<double>(hd)));
+                const QkvOut q16 = run_qkv(cfg, qkv, pos, n_head, n_head_kv, hd, base, bias, q_norm, k_norm, 1, table_rows, q_scale);
+                size_t q16_wrong = 0;
+                for (size_t i = 0; i < plain.q.size(); ++i) q16_wrong += q16.q16[i] != minfer::quant::f32_to_f16(plain.q[i] * q_scale);
+                CHECK(q16_wrong == 0);
+                CHECK(std::all_of(q16.q16.begin() + static_cast<std::ptrdiff_t>(plain.q.size()), q16.q16.end(),
+                                  [](uint16_t b) { return b == 0x7e00; }));
+                CHECK(std::all_of(q16.q.begin(), q16.q.end(), [](float f) { return std::isnan(f); }));
+                CHECK(same_bits(plain.k.data(), q16.k.data(), plain.k.size() * 2));
+                CHECK(same_bits(plain.v.data(), q16.v.data(), plain.v.size() * 2));
                 for (int t = 0; t < n; ++t) {
                     const int p = pos[static_cast<size_t>(t)];
                     CAPTURE(p);

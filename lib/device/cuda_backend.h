@@ -176,6 +176,10 @@ uint64_t cuda_deferred_residuals();
 void cuda_prune_last(int mode);
 bool cuda_prune_last_knob();
 uint64_t cuda_pruned_layers(uint64_t* dropped = nullptr, uint64_t* multi = nullptr);
+// MINFER_Q16 at run time (modes as cuda_prune_last's): a prefill step's attention reads q in f16, written
+// so by qkv_finish. cuda_q16_layers: the layers that did so in this process so far.
+void cuda_q16(int mode);
+uint64_t cuda_q16_layers();
 // gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
 // (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
 // cuBLASLt in this process so far.
