@@ -88,12 +88,13 @@
 #define MINFER_PRUNE_LAST 0
 #endif
 
-// The layers of a prefill step (every run of it two tokens or more) take q from qkv_finish as the prefill
-// attention's f16 operand (q times the attention's scale, rounded: cuda::attention's q16) instead of f32
-// rows the attention converts: the same bits (a test compares the logits' bytes), half the bytes written
-// and read (29 MB a layer each way at 2,048 tokens on the 7B). Not in a step with decode rows (their
-// kernel reads f32 q), nor in a last layer run on the wanted rows alone (MINFER_PRUNE_LAST: its packed
-// rows take the decode kernel). 0: f32 q everywhere (the A/B knob). Written without a GPU (2026-12-04,
+// The layers of a prefill step (every run of it two tokens or more) whose q/k/v come from the concatenated
+// GEMM (the f16 cache, f16 weights) take q from qkv_finish as the prefill attention's f16 operand (q times
+// the attention's scale, rounded: cuda::attention's q16) instead of f32 rows the attention converts: the
+// same bits (a test compares the logits' bytes), half the bytes written and read (29.4 MB of f32 q a layer
+// at 2,048 tokens on the 7B become 14.7). Not in a step with decode rows (their kernel reads f32 q), nor
+// in a last layer run on the wanted rows alone (MINFER_PRUNE_LAST: its packed rows take the decode
+// kernel), nor where q_ holds the q product qkv_finish reads. 0: f32 q everywhere (the A/B knob). Written without a GPU (2026-12-04,
 // seventh session); off until measured (device::testing::cuda_q16 turns it on or off for the tests).
 #ifndef MINFER_Q16
 #define MINFER_Q16 0

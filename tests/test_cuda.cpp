@@ -1350,6 +1350,18 @@ TEST_SUITE("cuda") {
                 }
                 minfer_close(m);
             }
+        // A batch's steps of several sequences' prompt chunks (runs starting past row 0, each reading its
+        // own rows of q16) against each sequence alone on the CPU.
+        PruneLast every_row(0);
+        device::testing::cuda_q16(1);
+        struct Back {
+            ~Back() { device::testing::cuda_q16(-1); }
+        } back;
+        const uint64_t before = device::testing::cuda_q16_layers();
+        batch_against_cpu("f16");
+        const uint64_t used = device::testing::cuda_q16_layers() - before;
+        MESSAGE("batch: ", used, " layers read q in f16");
+        CHECK(used > 0);
     }
 
     // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
