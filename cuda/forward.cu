@@ -82,8 +82,8 @@
 // prompt's earlier passes) ends after the last layer's K/V store. Nothing later reads the other rows'
 // hidden states. At 2,048 prompt tokens on the 7B that drops about 3% of the call's matmul work (the o,
 // gate/up and down GEMMs of one layer of 28) and the last layer's attention. 0: every row through every
-// layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until
-// measured on the H200 (device::testing::cuda_prune_last turns it on or off at run time for the tests).
+// layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until measured on the
+// H200 (device::testing::cuda_prune_last turns it on or off at run time for the tests).
 #ifndef MINFER_PRUNE_LAST
 #define MINFER_PRUNE_LAST 0
 #endif
@@ -94,8 +94,9 @@
 // same bits (a test compares the logits' bytes), half the bytes written and read (29.4 MB of f32 q a layer
 // at 2,048 tokens on the 7B become 14.7). Not in a step with decode rows (their kernel reads f32 q), nor
 // in a last layer run on the wanted rows alone (MINFER_PRUNE_LAST: its packed rows take the decode
-// kernel), nor where q_ holds the q product qkv_finish reads. 0: f32 q everywhere (the A/B knob). Written without a GPU (2026-12-04,
-// seventh session); off until measured (device::testing::cuda_q16 turns it on or off for the tests).
+// kernel), nor where q_ holds the q product qkv_finish reads. 0: f32 q everywhere (the A/B knob).
+// Written without a GPU (2026-12-04, seventh session); off until measured (device::testing::cuda_q16
+// turns it on or off for the tests).
 #ifndef MINFER_Q16
 #define MINFER_Q16 0
 #endif
