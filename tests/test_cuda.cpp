@@ -1262,10 +1262,27 @@ TEST_SUITE("cuda") {
             REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), toks.size()) == MINFER_OK, minfer_last_error());
             CHECK(device::testing::cuda_pruned_layers(&dropped1) - layers0 == 3);  // passes of 1,000, 1,000 and 100
             CHECK(dropped1 - dropped0 == 1000 + 1000 + 99);
-            const double err = rel_l2(logits_of(c, n_vocab), test::ref::logits(*file, toks));
-            MESSAGE(preset, " q4_K_M prompt of 2100 in passes of 1000, last layer pruned: rel L2 ", err);
+            const std::vector<float> pruned = logits_of(c, n_vocab);
+            const auto ref = test::ref::logits(*file, toks);
+            const double err = rel_l2(pruned, ref);
             CHECK(err < kCudaBound);
             minfer_context_free(c);
+            // The same prompt with every row through the last layer: how far the two routes' logits lie apart
+            // (reported beside their errors against float64).
+            double err_whole = 0, apart = 0;
+            {
+                PruneLast every_row(0);
+                REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
+                REQUIRE_MESSAGE(minfer_prefill(c, toks.data(), toks.size()) == MINFER_OK, minfer_last_error());
+                const std::vector<float> whole = logits_of(c, n_vocab);
+                err_whole = rel_l2(whole, ref);
+                apart = rel_l2(pruned, std::vector<double>(whole.begin(), whole.end()));
+                minfer_context_free(c);
+            }
+            device::testing::cuda_prune_last(1);  // on again for the rest of the case (every_row's end left the knob's)
+            MESSAGE(preset, " q4_K_M prompt of 2100 in passes of 1000: rel L2 against float64 ", err, " pruned, ", err_whole,
+                    " whole; pruned against whole ", apart);
+            CHECK(err_whole < kCudaBound);
             minfer_close(m);
         }
         for (const char* mix : {"f16", "q4_K_M"}) {
