@@ -108,23 +108,23 @@ using cuda::check;
 using cuda::DeviceMemory;
 
 std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
-std::atomic<int> g_prune_last{-1};              // testing::cuda_prune_last: -1 the knob, 0 off, 1 on
-std::atomic<uint64_t> g_pruned_layers{0};       // testing::cuda_pruned_layers: last layers run on the wanted rows alone
-std::atomic<uint64_t> g_pruned_rows{0};         // ... the rows they dropped
-std::atomic<uint64_t> g_pruned_multi{0};        // ... those of them that kept two rows or more
 
-std::atomic<int> g_q16{-1};                     // testing::cuda_q16: -1 the knob, 0 off, 1 on
-std::atomic<uint64_t> g_q16_layers{0};          // testing::cuda_q16_layers: layers whose attention read f16 q
-
-bool prune_last() {
-    const int forced = g_prune_last.load(std::memory_order_relaxed);
-    return forced < 0 ? MINFER_PRUNE_LAST != 0 : forced != 0;
-}
-
-bool q16_on() {
-    const int forced = g_q16.load(std::memory_order_relaxed);
-    return forced < 0 ? MINFER_Q16 != 0 : forced != 0;
-}
+// A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
+template <int kBuilt>
+struct RuntimeKnob {
+    std::atomic<int> mode{-1};
+    bool on() const {
+        const int m = mode.load(std::memory_order_relaxed);
+        return m < 0 ? kBuilt != 0 : m != 0;
+    }
+    int set(int m) { return mode.exchange(m < 0 ? -1 : m != 0, std::memory_order_relaxed); }  // the previous mode
+};
+RuntimeKnob<MINFER_PRUNE_LAST> g_prune_last;  // testing::cuda_prune_last
+RuntimeKnob<MINFER_Q16> g_q16;                // testing::cuda_q16
+std::atomic<uint64_t> g_pruned_layers{0};     // testing::cuda_pruned_layers: last layers run on the wanted rows alone
+std::atomic<uint64_t> g_pruned_rows{0};       // ... the rows they dropped
+std::atomic<uint64_t> g_pruned_multi{0};      // ... those of them that kept two rows or more
+std::atomic<uint64_t> g_q16_layers{0};        // testing::cuda_q16_layers: layers whose attention read f16 q
 
 // Page-locked host memory (the staging of every copy between host and device).
 class Pinned {
@@ -322,14 +322,17 @@ public:
                     rows_.clear();
                     for (; out + rows_.size() < b.out_rows.size() && static_cast<size_t>(b.out_rows[out + rows_.size()]) < c1;)
                         rows_.push_back(static_cast<int32_t>(static_cast<size_t>(b.out_rows[out + rows_.size()]) - c0));
-                    // ... and the output rows' positions and slots (the last layer on those rows alone).
+                    // ... and where the last layer runs on the output rows alone (MINFER_PRUNE_LAST: fewer rows
+                    // than tokens), their positions and slots.
                     const size_t nr = rows_.size();
+                    const bool prune = nr < m && g_prune_last.on();
                     std::copy(rows_.begin(), rows_.end(), h + 3 * m);
-                    for (size_t i = 0; i < nr; ++i) {
+                    for (size_t i = 0; prune && i < nr; ++i) {
                         h[3 * m + nr + i] = b.pos[c0 + static_cast<size_t>(rows_[i])];
                         h[3 * m + 2 * nr + i] = b.seq[c0 + static_cast<size_t>(rows_[i])];
                     }
-                    check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + 3 * nr) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
+                    check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + (prune ? 3 : 1) * nr) * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                          s()),
                           "batch upload");
                     runs_.clear();
                     for (size_t i = c0; i < c1;) {
@@ -341,7 +344,7 @@ public:
                     const int32_t* d = batch_.as<int32_t>();
                     const bool decode_only = m == n && runs_.size() == m && rows_.size() == m;
                     if (graphs_ && decode_only && batch_graphs_ok_) decode_rows_step(static_cast<int>(m));
-                    else run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out);
+                    else run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out, prune ? d + 3 * m + nr : nullptr);
                     out += rows_.size();
                     // The staging is rewritten by the next chunk: wait for this one's upload.
                     if (c1 < n) stream_.sync("batch upload");
@@ -525,12 +528,12 @@ private:
     }
 
     // n tokens: their ids, positions, slots and the chunk rows whose logits are wanted (`rows`, also on the
-    // host) in device memory, then the rows' positions and slots (rows_dev + rows.size(), rows_dev + 2
-    // rows.size(); read only where rows are fewer than n: the last layer's attention of those rows alone);
-    // `runs` cut them into sequences (a run of one token reads its position on the device: the graph's
-    // step). Logits go to output rows out0 ...
+    // host) in device memory; `runs` cut them into sequences (a run of one token reads its position on the
+    // device: the graph's step). Logits go to output rows out0 ... rows_at (fewer rows than tokens only):
+    // the rows' positions, then their slots, in device memory; given, the last layer runs on those rows
+    // alone past its K/V store (MINFER_PRUNE_LAST).
     void run_chunk(int n, const int32_t* tokens, const int32_t* pos_dev, const int32_t* slot_dev, const int32_t* rows_dev,
-                   std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0) {
+                   std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0, const int32_t* rows_at = nullptr) {
         const model::Config& c = c_;
         const float eps = static_cast<float>(c.rms_norm_eps);
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *qkv = qkv_.as<float>();
@@ -588,15 +591,23 @@ private:
         };
         const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n == 1; });
         // Every run a prefill chunk: the attention may read q in f16 (MINFER_Q16).
-        const bool q16_step = q16_on() && std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n > 1; });
+        const bool q16_step = g_q16.on() && std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n > 1; });
         // A residual add deferred from a GEMM (MINFER_DEFER_RESIDUAL): its product, waiting in gate_up_'s
         // memory (free from the SwiGLU's read until the next gate/up GEMM) to be added to x by the next
         // RMSNorm or the final gather; null when x is up to date.
         const float* pending = nullptr;
         float* const deferred = gate;
-        auto defer = [&](const Mat& w) {
+        // x += W in by the matmul's epilogue, or W in into `deferred` for the next norm or the final gather
+        // to add where the knob defers it (a GEMM on cuBLAS past MINFER_GEMM_NARROW_MAX tokens).
+        auto add_to_x = [&](const Mat& w, const float* in, bool same_input) {
             const bool fits = 2 * int64_t{c.n_ff} >= c.n_embd;  // the product ([n][n_embd]) in gate_up_ ([n][2 n_ff])
-            return MINFER_DEFER_RESIDUAL && n > MINFER_GEMM_NARROW_MAX && fits && gemm_->cublas_runs(w.type, w.w, n, w.cols);
+            if (MINFER_DEFER_RESIDUAL && n > MINFER_GEMM_NARROW_MAX && fits && gemm_->cublas_runs(w.type, w.w, n, w.cols)) {
+                matmul(w, in, deferred, false, same_input);
+                pending = deferred;
+                g_deferred_residuals.fetch_add(1, std::memory_order_relaxed);
+            } else {
+                matmul(w, in, x, true, same_input);
+            }
         };
         // The RMSNorm of x (adding the deferred product first, if one waits) into out and out16 / xq.
         auto norm = [&](const float* w, float* out, __half* out16, void* xq_out) {
@@ -612,9 +623,8 @@ private:
         per_token.pages = pages_.as<int32_t>();
         per_token.slot = slot_dev;
         per_token.stride = kv_.max_table();
-        // The last layer on the wanted rows alone (MINFER_PRUNE_LAST): x holds them packed, in order, once
-        // `pruned` is set.
-        const bool prune = prune_last() && rows.size() < static_cast<size_t>(n);
+        // The last layer on the wanted rows alone (rows_at): x holds them packed, in order, once `pruned` is set.
+        if (rows_at && rows.size() >= static_cast<size_t>(n)) fail(MINFER_ERR_INTERNAL, "forward: %zu rows of %d pruned", rows.size(), n);
         bool pruned = false;
         for (int il = 0; il < c.n_layer; ++il) {
             const LayerDev& L = layers_[static_cast<size_t>(il)];
@@ -639,7 +649,7 @@ private:
             } else {
                 gemm_joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             }
-            const bool last_pruned = prune && il + 1 == c.n_layer;
+            const bool last_pruned = rows_at && il + 1 == c.n_layer;
             // q in f16 (MINFER_Q16), in q_'s memory: where the projections came from the concatenated GEMM
             // (qkv_), not where q_ holds the q product that qkv_finish reads.
             __half* const q16 = q16_step && !last_pruned && proj.q != q ? reinterpret_cast<__half*>(q) : nullptr;
@@ -647,39 +657,33 @@ private:
                              inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope, q16,
                              q16 ? cuda::attention_qscale(c.head_dim) : 0.0f);
             if (q16) g_q16_layers.fetch_add(1, std::memory_order_relaxed);
-            if (last_pruned && rows.empty()) {  // the K/V store was all this step needed of the last layer
-                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
-                g_pruned_rows.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
-                break;
-            }
             if (last_pruned) {
-                // The wanted rows alone from here on: their q packed into att (free until an attention writes
-                // it), their attention as decode rows at their own positions and slots (rows_dev's second and
-                // third parts) into q (free once packed), and their x packed through xb into x's first rows
-                // (pending is null here: the attention norm took it; gather_rows would add it); then the rest
-                // of the layer is a step of those rows. The order matters: the decode kernel copies the keys
-                // before a row's own before its pdl_wait, as an earlier step's; here qkv_finish wrote them,
-                // and the gather between them (which waits for qkv_finish before it lets the attention
-                // start) keeps those copies after the writes. Do not launch the attention right after
-                // qkv_finish.
                 const int m = static_cast<int>(rows.size());
+                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
+                g_pruned_rows.fetch_add(static_cast<uint64_t>(n - m), std::memory_order_relaxed);
+                if (m > 1) g_pruned_multi.fetch_add(1, std::memory_order_relaxed);
+                if (m == 0) break;  // the K/V store was all this step needed of the last layer
+                // The wanted rows alone from here on: their q packed into att (free until an attention writes
+                // it), their attention as decode rows at their own positions and slots (rows_at) into q (free
+                // once packed), and their x packed through xb into x's first rows (no product is pending:
+                // the attention norm took it); then the rest of the layer is a step of those rows. The order
+                // matters: the decode kernel copies the keys before a row's own before its pdl_wait, as an
+                // earlier step's; here qkv_finish wrote them, and the gather between them (which waits for
+                // qkv_finish before it lets the attention start) keeps those copies after the writes. Do not
+                // launch the attention right after qkv_finish.
                 cuda::gather_rows(q, rows_dev, m, static_cast<int>(q_dim_), att, s());
                 const int group = std::min(max_tokens_, shape_.n_seq);  // the rows partial_ holds
                 for (int r0 = 0; r0 < m; r0 += group) {
                     cuda::KvMap rows_map = per_token;
-                    rows_map.slot = rows_dev + 2 * m + r0;
-                    cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_dev + m + r0,
+                    rows_map.slot = rows_at + m + r0;
+                    cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_at + r0,
                                                 c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0);
                 }
                 att = q;
-                cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s(), pending);
+                cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s());
                 check(cudaMemcpyAsync(x, xb, static_cast<size_t>(m) * static_cast<size_t>(c.n_embd) * sizeof(float), cudaMemcpyDeviceToDevice,
                                       s()),
                       "last layer's rows");
-                pending = nullptr;
-                g_pruned_layers.fetch_add(1, std::memory_order_relaxed);
-                g_pruned_rows.fetch_add(static_cast<uint64_t>(n - m), std::memory_order_relaxed);
-                if (m > 1) g_pruned_multi.fetch_add(1, std::memory_order_relaxed);
                 n = m;
                 single = m == 1;
                 few = m > 1 && m <= cuda::kMatvecMaxCols;
@@ -714,12 +718,8 @@ private:
             if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
-            } else if (defer(L.wo)) {
-                matmul(L.wo, att, deferred, false, att16 != nullptr);  // x += Wo att, by the next norm
-                pending = deferred;
-                g_deferred_residuals.fetch_add(1, std::memory_order_relaxed);
             } else {
-                matmul(L.wo, att, x, true, att16 != nullptr);  // x += Wo att
+                add_to_x(L.wo, att, att16 != nullptr);  // x += Wo att
             }
 
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
@@ -759,13 +759,7 @@ private:
                     __half* h = gemm_->input16(gate, n, c.n_ff, false);
                     if (gu16) cuda::swiglu_f16_rows(gu16, gu16 + c.n_ff, n, c.n_ff, ld, h, s());
                     else cuda::swiglu_f16_rows(gate, u, n, c.n_ff, ld, h, s());
-                    if (defer(L.down)) {  // x += W_down h, by the next norm or the gather below
-                        matmul(L.down, gate, deferred, false, true);
-                        pending = deferred;
-                        g_deferred_residuals.fetch_add(1, std::memory_order_relaxed);
-                    } else {
-                        matmul(L.down, gate, x, true, true);  // x += W_down h
-                    }
+                    add_to_x(L.down, gate, true);  // x += W_down h
                 }
             }
         }
@@ -866,9 +860,8 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
 }
 
 uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
-void testing::cuda_prune_last(int mode) { g_prune_last.store(mode < 0 ? -1 : mode != 0, std::memory_order_relaxed); }
-bool testing::cuda_prune_last_knob() { return MINFER_PRUNE_LAST != 0; }
-void testing::cuda_q16(int mode) { g_q16.store(mode < 0 ? -1 : mode != 0, std::memory_order_relaxed); }
+int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
+int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
 uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
     if (dropped) *dropped = g_pruned_rows.load();

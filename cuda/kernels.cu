@@ -189,16 +189,14 @@ void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const fl
                       0;
     if (xq && (dim % 32 != 0 || !aligned || dim > nr::kRmsVec * 4 * 1024))
         fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs aligned rows of a multiple of 32 (%d)", dim);
-    if (aligned && dim % 4 == 0 && dim <= nr::kRmsVec * 4 * 1024) {
-        const int per = nr::kRmsVec * 4;  // elements per thread at most
-        const int threads = std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-        check(launch_pdl(nr::rms_norm_vec_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, add, dim, w, eps, out,
-                         out16, static_cast<uint8_t*>(xq)),
+    const bool vec = aligned && nr::rms_vec(dim);
+    const dim3 grid(static_cast<unsigned>(rows)), block(static_cast<unsigned>(nr::rms_threads(dim, vec)));
+    if (vec) {
+        check(launch_pdl(add ? nr::rms_norm_vec_kernel<true> : nr::rms_norm_vec_kernel<false>, grid, block, 0, stream, x, add, dim, w, eps,
+                         out, out16, static_cast<uint8_t*>(xq)),
               "rms_norm");
     } else {
-        const int threads = dim >= 1024 ? 256 : 128;
-        check(launch_pdl(nr::rms_norm_kernel, dim3(static_cast<unsigned>(rows)), dim3(threads), 0, stream, x, add, dim, w, eps, out, out16),
-              "rms_norm");
+        check(launch_pdl(nr::rms_norm_kernel, grid, block, 0, stream, x, add, dim, w, eps, out, out16), "rms_norm");
     }
 }
 }  // namespace

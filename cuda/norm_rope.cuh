@@ -61,8 +61,19 @@ __global__ void rms_norm_kernel(float* x, const float* add, int dim, const float
 
 // The same normalization for rows of up to kRmsVec * 4 * 1024 elements (dim a multiple of 4): every load
 // of the row and of w is issued before any is used (one memory latency, not one per loop iteration: the
-// loop form above waits dim / blockDim times, which made it the slowest kernel of a decode step).
+// loop form above waits dim / blockDim times, which made it the slowest kernel of a decode step). kAdd:
+// with the deferred residual add (add given); the other form, a decode step's, carries none of it.
 constexpr int kRmsVec = 4;
+// The launcher's choice (cuda/kernels.cu; the emulator test runs the same): the vector kernel where it
+// takes rows of dim elements (and they are 16-byte aligned), and the threads of the kernel chosen.
+inline bool rms_vec(int dim) { return dim % 4 == 0 && dim <= kRmsVec * 4 * 1024; }
+inline int rms_threads(int dim, bool vec) {
+    if (!vec) return dim >= 1024 ? 256 : 128;
+    const int per = kRmsVec * 4;  // elements per thread at most
+    const int threads = ((dim + per - 1) / per + 31) / 32 * 32;
+    return threads < 32 ? 32 : threads > 1024 ? 1024 : threads;
+}
+template <bool kAdd>
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const float* add, int dim, const float* w, float eps,
                                                             float* out, __half* out16, uint8_t* xq) {
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
@@ -73,15 +84,15 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
     const float4* wv = reinterpret_cast<const float4*>(w);
     const int n4 = dim / 4;
     float4 v[kRmsVec], g[kRmsVec], d[kRmsVec];
-    const float4* ad = add ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
+    const float4* ad = kAdd ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
         v[e] = i < n4 ? in[i] : make_float4(0.f, 0.f, 0.f, 0.f);
         g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
-        d[e] = ad && i < n4 ? ad[i] : make_float4(0.f, 0.f, 0.f, 0.f);
+        d[e] = kAdd && i < n4 ? ad[i] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    if (ad) {  // the deferred residual add (rms_norm_kernel), written back before anything reads x again
+    if (kAdd) {  // the deferred residual add (rms_norm_kernel), written back before anything reads x again
 #pragma unroll
         for (int e = 0; e < kRmsVec; ++e) {
             const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);

@@ -886,13 +886,18 @@ struct OptionScope {  // sets process defaults for one test and restores them
     }
 };
 
-// MINFER_PRUNE_LAST for one test (device::testing::cuda_prune_last: 1 on, 0 off), the build's knob after.
-struct PruneLast {
-    explicit PruneLast(int mode) { device::testing::cuda_prune_last(mode); }
-    ~PruneLast() { device::testing::cuda_prune_last(-1); }
-    PruneLast(const PruneLast&) = delete;
-    PruneLast& operator=(const PruneLast&) = delete;
+// A knob's run-time mode (a device::testing hook: 1 on, 0 off, -1 the build's value, returning the previous
+// mode) for one scope, the previous mode after.
+template <int (*Set)(int)>
+struct KnobMode {
+    explicit KnobMode(int mode) : previous(Set(mode)) {}
+    ~KnobMode() { Set(previous); }
+    KnobMode(const KnobMode&) = delete;
+    KnobMode& operator=(const KnobMode&) = delete;
+    int previous;
 };
+using PruneLast = KnobMode<device::testing::cuda_prune_last>;  // MINFER_PRUNE_LAST
+using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
 
 // `chunks`: the prefill calls before the decode steps, in tokens.
 std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
@@ -1228,7 +1233,6 @@ TEST_SUITE("cuda") {
     // residual stream's, moves the logits by errors of order 1.
     TEST_CASE("the last layer on the wanted rows alone: against float64 and the CPU, passes without wanted rows, batches") {
         PruneLast force(1);
-        MESSAGE("this build's MINFER_PRUNE_LAST: ", device::testing::cuda_prune_last_knob());
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
             for (const std::string mix : {"f32", "f16", "q8_0", "q4_K_M"}) {
                 CAPTURE(preset);
@@ -1279,7 +1283,6 @@ TEST_SUITE("cuda") {
                 apart = rel_l2(pruned, std::vector<double>(whole.begin(), whole.end()));
                 minfer_context_free(c);
             }
-            device::testing::cuda_prune_last(1);  // on again for the rest of the case (every_row's end left the knob's)
             MESSAGE(preset, " q4_K_M prompt of 2100 in passes of 1000: rel L2 against float64 ", err, " pruned, ", err_whole,
                     " whole; pruned against whole ", apart);
             CHECK(err_whole < kCudaBound);
@@ -1306,6 +1309,7 @@ TEST_SUITE("cuda") {
     TEST_CASE("prefill with q in f16 (MINFER_Q16): the logits of f32 q, bit for bit") {
         OptionScope scope;
         scope.set("w16_cache", "on");
+        const PruneLast every_row(0);  // every layer's attention a prefill one
         for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
             for (const std::string mix : {"f16", "q4_K_M"}) {
                 CAPTURE(preset);
@@ -1323,11 +1327,7 @@ TEST_SUITE("cuda") {
                     std::vector<float> got[2];
                     uint64_t used[2] = {0, 0};
                     for (int mode : {0, 1}) {
-                        PruneLast every_row(0);  // every layer's attention a prefill one
-                        device::testing::cuda_q16(mode);
-                        struct Back {
-                            ~Back() { device::testing::cuda_q16(-1); }
-                        } back;
+                        const Q16 q16(mode);
                         const uint64_t before = device::testing::cuda_q16_layers();
                         minfer_context* c = nullptr;
                         REQUIRE_MESSAGE(minfer_context_create(m, &c) == MINFER_OK, minfer_last_error());
@@ -1369,11 +1369,7 @@ TEST_SUITE("cuda") {
             }
         // A batch's steps of several sequences' prompt chunks (runs starting past row 0, each reading its
         // own rows of q16) against each sequence alone on the CPU.
-        PruneLast every_row(0);
-        device::testing::cuda_q16(1);
-        struct Back {
-            ~Back() { device::testing::cuda_q16(-1); }
-        } back;
+        const Q16 q16(1);
         const uint64_t before = device::testing::cuda_q16_layers();
         batch_against_cpu("f16");
         const uint64_t used = device::testing::cuda_q16_layers() - before;

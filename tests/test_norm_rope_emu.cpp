@@ -30,14 +30,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 bool same_bits(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
 
-// The launcher's choice of kernel and threads (cuda/kernels.cu, launch_rms_norm) for aligned rows.
-bool vec_kernel(int dim) { return dim % 4 == 0 && dim <= nr::kRmsVec * 4 * 1024; }
-int norm_threads(int dim) {
-    if (!vec_kernel(dim)) return dim >= 1024 ? 256 : 128;
-    const int per = nr::kRmsVec * 4;
-    return std::min(1024, std::max(32, (dim + per - 1) / per + 31) / 32 * 32);
-}
-
 // The norm of `rows` rows: x (updated in place when add is given) into out and out16.
 void run_norm(const Config& cfg, std::vector<float>& x, const float* add, int rows, int dim, const std::vector<float>& w, float eps,
               std::vector<float>& out, std::vector<uint16_t>& out16) {
@@ -45,9 +37,11 @@ void run_norm(const Config& cfg, std::vector<float>& x, const float* add, int ro
     out16.assign(out.size(), 0x7e00);  // f16 NaN
     auto* o16 = reinterpret_cast<__half*>(out16.data());
     mv_emu::readable = {{w.data(), w.size() * sizeof(float)}};  // the kernel's __ldg reads of the norm's weights
-    emu_test::launch(rows, norm_threads(dim), 0, cfg, [&] {
-        if (vec_kernel(dim)) nr::rms_norm_vec_kernel(x.data(), add, dim, w.data(), eps, out.data(), o16, nullptr);
-        else nr::rms_norm_kernel(x.data(), add, dim, w.data(), eps, out.data(), o16);
+    const bool vec = nr::rms_vec(dim);  // the launcher's choice (cuda/kernels.cu) for aligned rows
+    emu_test::launch(rows, nr::rms_threads(dim, vec), 0, cfg, [&] {
+        if (!vec) nr::rms_norm_kernel(x.data(), add, dim, w.data(), eps, out.data(), o16);
+        else if (add) nr::rms_norm_vec_kernel<true>(x.data(), add, dim, w.data(), eps, out.data(), o16, nullptr);
+        else nr::rms_norm_vec_kernel<false>(x.data(), add, dim, w.data(), eps, out.data(), o16, nullptr);
     });
 }
 

@@ -169,16 +169,15 @@ uint64_t cuda_concat_gemms(uint64_t* f16_out = nullptr);
 // (MINFER_DEFER_RESIDUAL) in this process so far.
 uint64_t cuda_deferred_residuals();
 // MINFER_PRUNE_LAST at run time: mode 1 runs the last layer past its K/V store (attention, output
-// projection, feed-forward block) on the rows whose logits are wanted alone, 0 on every row, -1 as the build's knob says (the default);
-// forward calls from now on follow it. cuda_prune_last_knob: the build's knob. cuda_pruned_layers:
-// the last layers run that way in this process so far; dropped, given, receives how many rows they left
-// out, multi how many of them kept two rows or more.
-void cuda_prune_last(int mode);
-bool cuda_prune_last_knob();
+// projection, feed-forward block) on the rows whose logits are wanted alone, 0 on every row, -1 as the
+// build's knob says (the default); forward calls from now on follow it. Returns the previous mode.
+// cuda_pruned_layers: the last layers run that way in this process so far; dropped, given, receives how
+// many rows they left out, multi how many of them kept two rows or more.
+int cuda_prune_last(int mode);
 uint64_t cuda_pruned_layers(uint64_t* dropped = nullptr, uint64_t* multi = nullptr);
-// MINFER_Q16 at run time (modes as cuda_prune_last's): a prefill step's attention reads q in f16, written
-// so by qkv_finish. cuda_q16_layers: the layers that did so in this process so far.
-void cuda_q16(int mode);
+// MINFER_Q16 at run time (modes and result as cuda_prune_last's): a prefill step's attention reads q in
+// f16, written so by qkv_finish. cuda_q16_layers: the layers that did so in this process so far.
+int cuda_q16(int mode);
 uint64_t cuda_q16_layers();
 // gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
 // (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
