@@ -30,6 +30,8 @@ namespace minfer::cuda {
 
 namespace {
 std::atomic<uint64_t> g_f16_groups{0};  // device::testing::cuda_f16_groups: groups uploaded by cuda_load
+device::RuntimeKnob<MINFER_Q80_GROUPS> g_q80_groups;  // device::testing::cuda_q80_groups
+std::atomic<uint64_t> g_q80_grouped{0};               // device::testing::cuda_q80_grouped: matrices regrouped
 }  // namespace
 
 void check(cudaError_t err, const char* what) {
@@ -178,6 +180,29 @@ void warm_w16_cache(CudaModel& m, const std::vector<engine::Weight>& weights, in
              mib(m.w16_bytes.load()).c_str(), m.warm_ms);
 }
 
+// MINFER_Q80_GROUPS (cuda/model.cuh): each distinct q8_0 weight of `weights` (the matmul weights) that has
+// an f16 copy, rows of whole 256-column groups and is not the embedding table, regrouped in place for the
+// mat-vecs (cuda::q80_group); CudaModel::device_type names them from then on.
+void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const gguf::TensorInfo* embedding, int log_level) {
+    cuda::Stream stream;
+    uint64_t bytes = 0;
+    for (const engine::Weight& w : weights) {
+        if (w.type != quant::Type::Q8_0 || w.cols % 256 != 0 || w.info == embedding) continue;
+        const WeightKey key = m.device_of(w);
+        if (!m.w16_of(key) || m.q80_grouped.count(key)) continue;
+        // The registry's own allocation, read-only to everything else: rewritten once, before any context
+        // exists, on a stream that is synchronized before the model is handed out.
+        cuda::q80_group(const_cast<void*>(key), w.rows, w.cols, stream.get());
+        m.q80_grouped.insert(key);
+        bytes += static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols / 256) * cuda::mv::kQ80GroupBytes;
+    }
+    stream.sync("q8_0 regrouping");
+    cuda::g_q80_grouped.fetch_add(m.q80_grouped.size(), std::memory_order_relaxed);
+    if (!m.q80_grouped.empty())
+        log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu q8_0 matrices (%s) regrouped for the mat-vecs (MINFER_Q80_GROUPS)",
+                 m.q80_grouped.size(), mib(bytes).c_str());
+}
+
 // The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
 // and its gate and up, where every member is an f16 tensor of the same width, appears once, and takes a
 // multiple of 256 bytes (so the next one follows directly: PrefillGemm::run_concat checks the adjacency
@@ -206,7 +231,7 @@ std::vector<std::vector<const gguf::TensorInfo*>> f16_groups(const std::vector<c
 }  // namespace
 
 std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<const gguf::TensorInfo*>& matmul_weights,
-                                     const CudaSettings& settings, int log_level) {
+                                     const gguf::TensorInfo* embedding, const CudaSettings& settings, int log_level) {
     check(cudaSetDevice(0), "cudaSetDevice");
     auto m = std::make_shared<CudaModel>();
     const auto& tensors = file.tensors();
@@ -284,6 +309,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
             m->path = PrefillPath::two_pass;
             log_line(log_level, MINFER_LOG_WARN, "CUDA: the f16 weight cache did not fit (%s); using the two-pass path", e.what());
         }
+        if (m->path == PrefillPath::w16_cache && cuda::g_q80_groups.on()) group_q80(*m, convert, embedding, log_level);
     }
     log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
              m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
@@ -503,7 +529,8 @@ public:
         if (n > max_tokens_) fail(MINFER_ERR_INTERNAL, "CUDA embed: %d tokens, scratch for %d", n, max_tokens_);
         check(cudaMemcpyAsync(tokens_.as<void>(), tokens, static_cast<size_t>(n) * sizeof(int32_t), cudaMemcpyHostToDevice, s()),
               "token upload");
-        cuda::embed_rows(table.type, m_->device_of(table), table.cols, tokens_.as<int32_t>(), n, out.data, s());
+        const WeightKey key = m_->device_of(table);
+        cuda::embed_rows(m_->device_type(key, table.type), key, table.cols, tokens_.as<int32_t>(), n, out.data, s());
     }
 
     void rms_norm(Buf x, int64_t rows, int64_t dim, const Weight& w, float eps, Buf out) override {
@@ -512,8 +539,9 @@ public:
 
     void matmul(const Weight& w, Buf x, int n, Buf out, bool /*same_input*/) override {
         const void* wd = m_->device_of(w);
-        if (n == 1) cuda::matvec(w.type, wd, w.rows, w.cols, x.data, out.data, s());
-        else gemm_->run(w.type, wd, w.rows, w.cols, x.data, n, out.data, w.info ? w.info->name.c_str() : "?");
+        const quant::Type t = m_->device_type(wd, w.type);
+        if (n == 1) cuda::matvec(t, wd, w.rows, w.cols, x.data, out.data, s());
+        else gemm_->run(t, wd, w.rows, w.cols, x.data, n, out.data, w.info ? w.info->name.c_str() : "?");
     }
 
     void add_bias(Buf x, int64_t rows, const Weight& b) override {
@@ -606,6 +634,7 @@ double cuda_dequant_sweep_ms(CudaModel& m, const std::vector<engine::Weight>& we
         check(cudaEventCreate(&ev[1]), "cudaEventCreate");
         for (int r = -1; r < reps; ++r) {  // r = -1: warm-up
             check(cudaEventRecord(ev[0], stream.get()), "cudaEventRecord");
+            // (a regrouped q8_0 matrix, MINFER_Q80_GROUPS, dequantized as q8_0: the same work, values unused)
             for (const engine::Weight& w : weights)
                 if (w.type != quant::Type::F16)
                     cuda::dequant_f16(w.type, m.device_of(w), w.rows, w.cols, scratch.as<__half>(), stream.get());
@@ -730,6 +759,8 @@ std::vector<uint8_t> cuda_download(const void* device, uint64_t bytes) {
 }
 
 uint64_t cuda_f16_groups() { return cuda::g_f16_groups.load(); }
+int cuda_q80_groups(int mode) { return cuda::g_q80_groups.set(mode); }
+uint64_t cuda_q80_grouped() { return cuda::g_q80_grouped.load(); }
 
 uint64_t cuda_concat_gemms(uint64_t* f16_out) {
     if (f16_out) *f16_out = cuda::g_concat_gemms16.load();
@@ -792,6 +823,7 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
     check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");  // NaN everywhere: unwritten rows fail
     inputs_landed();
+    if (static_cast<quant::Type>(type) == cuda::mv::kQ8_0G) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());  // q8_0 given
     if (reference)
         cuda::matvec_reference(static_cast<quant::Type>(type), dw.as<void>(), rows, cols, dx.as<float>(), dy.as<float>(), stream.get());
     else
@@ -815,6 +847,7 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");
     check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
     inputs_landed();
+    if (t == cuda::mv::kQ8_0G) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());  // q8_0 given
     cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get(), ncols);
     const void* w = dw.as<void>();
     float* y = dy.as<float>();

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/matvec_ptx.cuh"  // first: CUDA (or, in tests/emu, its stand-ins)
+#include "quant/types.h"
 
 namespace minfer::cuda::mv {
 
@@ -36,6 +37,31 @@ static_assert(f16_bits(1024.0) == 0x6400u && f16_bits(-1032.0) == 0xE408u && f16
               "f16 constants");
 // The same exponent byte four times: __byte_perm(bytes, kMagicB, sel) turns chosen bytes b into 1024 + b.
 constexpr uint32_t kMagicB = 0x64646464u;
+
+// ---- q8_0 in groups: a device-side layout of q8_0 matrices ---------------------------------------------
+//
+// kQ8_0G names q8_0 as the decode mat-vecs read a matrix that the load has regrouped (cuda/backend.cu,
+// MINFER_Q80_GROUPS): rows of whole 256-column groups, each group's 272 bytes (its eight 34-byte blocks
+// in the file) holding the eight f16 scales first (block b's at bytes 2b, 2b + 1), then the eight
+// blocks' 32 codes (block b's at bytes 16 + 32b .. 16 + 32b + 31). The same bytes per group, row and
+// matrix; but where a row starts on a 16-byte boundary (every row does: a row is 272 bytes a group) every
+// block's codes do too, so a thread loads them straight into registers, two 16-byte loads a block, where
+// the file's 2-byte aligned blocks need staging through shared memory or overlapping loads (docs/perf.md,
+// "Decode: q8_0 on direct loads measured slower"). Not a GGUF type (quant/types.h): never in a file,
+// never on the CPU; quant::type_info does not know it, and a reader of weights that does not either fails
+// on the type.
+constexpr quant::Type kQ8_0G = quant::Type::Q8_0_GROUPED_DEVICE;
+constexpr int kQ80GroupBytes = 272;
+__host__ __device__ constexpr int q80g_scale_at(int b) { return 2 * b; }
+__host__ __device__ constexpr int q80g_codes_at(int b) { return 16 + 32 * b; }
+// One group from the file's layout (src, 272 bytes) to the grouped one (dst, another 272 bytes).
+__host__ __device__ inline void q80_regroup(const uint8_t* src, uint8_t* dst) {
+    for (int b = 0; b < 8; ++b) {
+        dst[q80g_scale_at(b)] = src[34 * b];
+        dst[q80g_scale_at(b) + 1] = src[34 * b + 1];
+        for (int i = 0; i < 32; ++i) dst[q80g_codes_at(b) + i] = src[34 * b + 2 + i];
+    }
+}
 
 // The 6-bit scales (sc) and mins (mn) of sub-blocks 0-3 (t < 2) or 4-7 (t >= 2) of a q4_K/q5_K
 // super-block whose first 16 bytes are h (d, dmin, scales[12]): byte j of sc and mn is sub-block

@@ -109,16 +109,6 @@ using cuda::DeviceMemory;
 
 std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
 
-// A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
-template <int kBuilt>
-struct RuntimeKnob {
-    std::atomic<int> mode{-1};
-    bool on() const {
-        const int m = mode.load(std::memory_order_relaxed);
-        return m < 0 ? kBuilt != 0 : m != 0;
-    }
-    int set(int m) { return mode.exchange(m < 0 ? -1 : m != 0, std::memory_order_relaxed); }  // the previous mode
-};
 RuntimeKnob<MINFER_PRUNE_LAST> g_prune_last;  // testing::cuda_prune_last
 RuntimeKnob<MINFER_Q16> g_q16;                // testing::cuda_q16
 std::atomic<uint64_t> g_pruned_layers{0};     // testing::cuda_pruned_layers: last layers run on the wanted rows alone
@@ -256,7 +246,8 @@ public:
         auto vec = [&](const gguf::TensorInfo* t) { return t ? static_cast<const float*>(m_->device_of(engine::Weight::of(t))) : nullptr; };
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
-            return Mat{w.type, m_->device_of(w), w.rows, w.cols, t->name.c_str()};
+            const WeightKey key = m_->device_of(w);
+            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {

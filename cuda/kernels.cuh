@@ -38,11 +38,11 @@ void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* row
 // first (the swiglu kernel).
 void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y,
                    cudaStream_t stream, bool accumulate = false);
-// The int8 path of the decode mat-vec (q4_0, q8_0, q4_K, q6_K; cols a multiple of 32): the input is
-// quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by quantize_x, or by rms_norm's
-// xq output, and every matrix that multiplies it reads xq: two int8 digits per value (about 15 bits,
-// cuda/matvec_impl.cuh) and integer tensor-core products, an error of about 1e-5 of the largest input
-// value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
+// The int8 path of the decode mat-vec (q4_0, q8_0 and its grouped layout, q4_K, q6_K; cols a multiple
+// of 32): the input is quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by
+// quantize_x, or by rms_norm's xq output, and every matrix that multiplies it reads xq: two int8 digits
+// per value (about 15 bits, cuda/matvec_impl.cuh) and integer tensor-core products, an error of about
+// 1e-5 of the largest input value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
 //
 // Several inputs (a few tokens: ncols of them, up to kMatvecMaxCols) take ncols * matvec_xq_bytes(cols)
 // bytes in a block-interleaved layout (cuda/matvec_impl.cuh, xq_slot) that quantize_x and rms_norm write
@@ -57,6 +57,12 @@ void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStr
 // As matvec_multi, the input being xq (ncols vectors).
 void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
                cudaStream_t stream, bool accumulate = false, int ncols = 1);
+// Regroups a q8_0 matrix in place (rows x cols, cols a multiple of 256, 16-byte aligned) into the layout
+// that the mat-vecs read as mv::kQ8_0G (cuda/block_bits.cuh): the same bytes per 256 columns, the eight
+// blocks' scales first, then their codes. After it, only the mat-vec functions above (given kQ8_0G) read the
+// matrix; nothing else on the device knows the layout (cuda/backend.cu groups only matrices that have an
+// f16 copy and are not the embedding table).
+void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

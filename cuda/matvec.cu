@@ -39,6 +39,9 @@
 #include "cuda/matvec_impl.cuh"
 
 namespace minfer::cuda {
+
+template <> struct Geometry<mv::kQ8_0G> { static constexpr int elems = 32, bytes = sizeof(quant::BlockQ8_0); };
+
 namespace {
 
 using namespace mv;
@@ -282,6 +285,9 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
     if constexpr (T == Type::Q4_K) {
         launch_dp4a<DpK<false>>(seg, cols, xq, stream, accumulate);
         return true;
+    } else if constexpr (T == kQ8_0G) {  // rows of whole 256-column groups (checked by matvec_impl)
+        launch_dp4a<DpQ80G>(seg, cols, xq, stream, accumulate);
+        return true;
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
             launch_dp4a<DpQ40>(seg, cols, xq, stream, accumulate);
@@ -334,7 +340,9 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     int64_t total = 0;
     for (int i = 0; i < n; ++i) total += std::max<int64_t>(rows[i], 0);
     if (total == 0 || cols <= 0) return;
-    const bool known = dispatch_type(t, [&](auto tag) {
+    if (t == kQ8_0G && cols % 256 != 0)
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: grouped q8_0 of %lld columns (whole 256-column groups only)", static_cast<long long>(cols));
+    auto body = [&](auto tag) {
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
             fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
@@ -377,7 +385,8 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             }
             i = i1 - 1;
         }
-    });
+    };
+    const bool known = t == kQ8_0G ? (body(std::integral_constant<Type, kQ8_0G>{}), true) : dispatch_type(t, body);
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec");
 }
@@ -396,14 +405,14 @@ void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, f
 
 void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y, cudaStream_t stream,
                    bool accumulate) {
-    bool fused = false;
+    bool fused = t == kQ8_0G;
     dispatch_type(t, [&](auto tag) { fused = kMmaFamily<decltype(tag)::value>; });
     if (!fused) swiglu(gate, up, cols, stream);
     matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, nullptr, &y, stream, accumulate);
 }
 
 bool matvec_int8_supported(Type t, int ncols) {
-    bool yes = false;
+    bool yes = t == kQ8_0G;
     dispatch_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
     return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
 }
@@ -444,6 +453,22 @@ void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t
                cudaStream_t stream, bool accumulate, int ncols) {
     if (!xq) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no quantized input");
     matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate, ncols);
+}
+
+namespace {
+__global__ void q80_group_kernel(uint8_t* w, int64_t groups) {
+    const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (g < groups) q80_group_one(w, g);
+}
+}  // namespace
+
+void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (cols % 256 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "q80_group: %lld columns (a multiple of 256) and a 16-byte aligned matrix", static_cast<long long>(cols));
+    const int64_t groups = rows * (cols / 256);
+    q80_group_kernel<<<blocks_for(groups, 256), 256, 0, stream>>>(static_cast<uint8_t*>(w), groups);
+    check_launch("q80_group");
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

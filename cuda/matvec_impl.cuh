@@ -26,6 +26,7 @@ constexpr int block_elems(Type t) {
 }
 // Bytes of one block of the quantized types (quant/blocks.h).
 constexpr int block_bytes(Type t) {
+    if (t == kQ8_0G) return sizeof(quant::BlockQ8_0);  // q8_0's blocks, regrouped (cuda/block_bits.cuh)
     switch (t) {
         case Type::Q4_0: return sizeof(quant::BlockQ4_0);
         case Type::Q4_1: return sizeof(quant::BlockQ4_1);
@@ -385,8 +386,21 @@ __device__ __forceinline__ void tile_q45(const Item& c, float& y0, float& y1) {
     }
 }
 
-// q8_0 (d, qs[32] signed): lane t takes blocks t and t + 4 whole; word i gives elements 4i .. 4i+3,
-// turned into f16 by flipping the sign bit (b + 128) and placing the byte in 1024's mantissa.
+// Byte offsets of block b's f16 scale and of its 32 codes in a k-tile (eight blocks) of q8_0 as the file
+// lays it out (T = Q8_0: d then qs, 34 bytes a block) or grouped (kQ8_0G: the eight scales, then the codes).
+template <Type T>
+__device__ __forceinline__ constexpr int q80_scale_at(int b) {
+    return T == kQ8_0G ? q80g_scale_at(b) : 34 * b;
+}
+template <Type T>
+__device__ __forceinline__ constexpr int q80_codes_at(int b) {
+    return T == kQ8_0G ? q80g_codes_at(b) : 34 * b + 2;
+}
+
+// q8_0 (d, qs[32] signed; T = Q8_0 or kQ8_0G): lane t takes blocks t and t + 4 whole; word i gives
+// elements 4i .. 4i+3, turned into f16 by flipping the sign bit (b + 128) and placing the byte in 1024's
+// mantissa.
+template <Type T>
 __device__ __forceinline__ void tile_q80(const Item& c, float& y0, float& y1) {
     const float inv_s = ldf(c.xs + 4 * kSumInv);
 #pragma unroll
@@ -397,9 +411,9 @@ __device__ __forceinline__ void tile_q80(const Item& c, float& y0, float& y1) {
         float dd[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const uint32_t o = (r ? c.o1 : c.o0) + blk * 34;
-            ld_words<8>(o + 2, w[r]);
-            dd[r] = valid ? ld_f16(o) * inv_s : 0.0f;
+            const uint32_t o = r ? c.o1 : c.o0;
+            ld_words<8>(o + q80_codes_at<T>(blk), w[r]);
+            dd[r] = valid ? ld_f16(o + q80_scale_at<T>(blk)) * inv_s : 0.0f;
         }
         float ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -475,7 +489,10 @@ template <> struct Mv<Type::Q5_1> : MvLegacy<Type::Q5_1> {
     __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q45<Type::Q5_1>(c, y0, y1); }
 };
 template <> struct Mv<Type::Q8_0> : MvLegacy<Type::Q8_0> {
-    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q80(c, y0, y1); }
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q80<Type::Q8_0>(c, y0, y1); }
+};
+template <> struct Mv<kQ8_0G> : MvLegacy<kQ8_0G> {
+    __device__ static void tile(const Item& c, float& y0, float& y1) { tile_q80<kQ8_0G>(c, y0, y1); }
 };
 
 // ---- the int8 family: q4_0, q8_0, q4_K, q6_K ------------------------------------------------------------------
@@ -583,21 +600,29 @@ __device__ __forceinline__ uint2 bx8(const Item8& c, int col, bool valid = true)
 }
 __device__ __forceinline__ float digits(const int (&a)[4], int r) { return static_cast<float>(256 * a[2 * r] + a[2 * r + 1]); }
 
-// q8_0 (d, qs[32] signed) and q4_0 (d, qs[16]: byte l holds element l in its low nibble and l + 16 in
-// its high one, code - 8): lane t takes blocks t and t + 4 whole. q8_0: MMA m multiplies words 2m,
-// 2m + 1 of qs (columns 8m .. 8m+7 of the block); q4_0: MMAs 0, 1 the low nibbles of words 0-1 and 2-3,
-// MMAs 2, 3 the high ones, and the -8 goes through the block's sums.
+// q8_0 (d, qs[32] signed; grouped too, kQ8_0G) and q4_0 (d, qs[16]: byte l holds element l in its low
+// nibble and l + 16 in its high one, code - 8): lane t takes blocks t and t + 4 whole. q8_0: MMA m
+// multiplies words 2m, 2m + 1 of qs (columns 8m .. 8m+7 of the block); q4_0: MMAs 0, 1 the low nibbles of
+// words 0-1 and 2-3, MMAs 2, 3 the high ones, and the -8 goes through the block's sums.
+template <Type T>
+__device__ __forceinline__ constexpr int legacy_scale_at(int blk) {
+    return T == Type::Q4_0 ? 18 * blk : q80_scale_at<T>(blk);
+}
+template <Type T>
+__device__ __forceinline__ constexpr int legacy_codes_at(int blk) {
+    return T == Type::Q4_0 ? 18 * blk + 2 : q80_codes_at<T>(blk);
+}
 template <Type T>
 __device__ __forceinline__ void tile8_legacy(const Item8& c, float& y0, float& y1) {
-    constexpr bool k8 = T == Type::Q8_0;
-    constexpr int kBytes = k8 ? 34 : 18, kWords = k8 ? 8 : 4;
+    constexpr bool k8 = T == Type::Q8_0 || T == kQ8_0G;
+    constexpr int kWords = k8 ? 8 : 4;
 #pragma unroll
     for (int bb = 0; bb < 2; ++bb) {
         const int blk = c.t + 4 * bb;
         const bool valid = blk < c.nb;
         uint32_t w0[kWords], w1[kWords];
-        ld_words<kWords>(c.o0 + blk * kBytes + 2, w0);
-        ld_words<kWords>(c.o1 + blk * kBytes + 2, w1);
+        ld_words<kWords>(c.o0 + legacy_codes_at<T>(blk), w0);
+        ld_words<kWords>(c.o1 + legacy_codes_at<T>(blk), w1);
         int acc[4] = {0, 0, 0, 0};
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
@@ -613,8 +638,8 @@ __device__ __forceinline__ void tile8_legacy(const Item8& c, float& y0, float& y
         if (valid) {
             const int4 rec = ld_xmeta(c.meta + blk);
             const float dx = __int_as_float(rec.x), off = k8 ? 0.0f : static_cast<float>(8 * (rec.y + rec.z));
-            y0 += ld_f16(c.o0 + blk * kBytes) * dx * (digits(acc, 0) - off);
-            y1 += ld_f16(c.o1 + blk * kBytes) * dx * (digits(acc, 1) - off);
+            y0 += ld_f16(c.o0 + legacy_scale_at<T>(blk)) * dx * (digits(acc, 0) - off);
+            y1 += ld_f16(c.o1 + legacy_scale_at<T>(blk)) * dx * (digits(acc, 1) - off);
         }
     }
 }
@@ -717,6 +742,9 @@ template <> struct Mv8<Type::Q4_0> {
 template <> struct Mv8<Type::Q8_0> {
     __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_legacy<Type::Q8_0>(c, y0, y1); }
 };
+template <> struct Mv8<kQ8_0G> {
+    __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_legacy<kQ8_0G>(c, y0, y1); }
+};
 template <> struct Mv8<Type::Q4_K> {
     __device__ static void tile(const Item8& c, float& y0, float& y1) { tile8_q4k(c, y0, y1); }
 };
@@ -768,19 +796,18 @@ __device__ __forceinline__ uint2 lo_of(int4 v, uint32_t m = 0xffffffffu) {
 // 256 hi + lo of the two MMAs' sums.
 __device__ __forceinline__ float digitsn(const int (&hi)[4], const int (&lo)[4], int e) { return static_cast<float>(256 * hi[e] + lo[e]); }
 
-// q8_0 and q4_0: an MMA pair per block (q4_0: lane t's elements are the low nibbles of bytes 8t .. for
-// t < 2, the high ones of bytes 8 (t - 2) .. for t >= 2).
+// q8_0 (grouped too) and q4_0: an MMA pair per block (q4_0: lane t's elements are the low nibbles of
+// bytes 8t .. for t < 2, the high ones of bytes 8 (t - 2) .. for t >= 2).
 template <Type T>
 __device__ __forceinline__ void tilen_legacy(const ItemN& c, const ColsN& cl, float (&y)[4]) {
-    constexpr bool k8 = T == Type::Q8_0;
-    constexpr int kBytes = k8 ? 34 : 18;
+    constexpr bool k8 = T == Type::Q8_0 || T == kQ8_0G;
     const int t = c.t, sh = 4 * (t >> 1);
 #pragma unroll
     for (int blk = 0; blk < 8; ++blk) {
         if (blk >= c.nb) break;
         uint32_t w0[2], w1[2];
-        ld_words<2>(c.o0 + blk * kBytes + 2 + (k8 ? 8 * t : 8 * (t & 1)), w0);
-        ld_words<2>(c.o1 + blk * kBytes + 2 + (k8 ? 8 * t : 8 * (t & 1)), w1);
+        ld_words<2>(c.o0 + legacy_codes_at<T>(blk) + (k8 ? 8 * t : 8 * (t & 1)), w0);
+        ld_words<2>(c.o1 + legacy_codes_at<T>(blk) + (k8 ? 8 * t : 8 * (t & 1)), w1);
         if constexpr (!k8) {
 #pragma unroll
             for (int j = 0; j < 2; ++j) {
@@ -788,7 +815,7 @@ __device__ __forceinline__ void tilen_legacy(const ItemN& c, const ColsN& cl, fl
                 w1[j] = (w1[j] >> sh) & 0x0F0F0F0Fu;
             }
         }
-        const float d0 = ld_f16(c.o0 + blk * kBytes), d1 = ld_f16(c.o1 + blk * kBytes);
+        const float d0 = ld_f16(c.o0 + legacy_scale_at<T>(blk)), d1 = ld_f16(c.o1 + legacy_scale_at<T>(blk));
         const int4 b = bxn(c, cl.b, blk);
         int hi[4] = {0, 0, 0, 0}, lo[4] = {0, 0, 0, 0};
         mma_i8<k8>(hi, w0[0], w1[0], w0[1], w1[1], hi_of(b));
@@ -907,10 +934,10 @@ __device__ __forceinline__ void tilen(const ItemN& c, const ColsN& cl, float (&y
 }
 
 template <Type T>
-constexpr bool kInt8Family = T == Type::Q4_0 || T == Type::Q8_0 || T == Type::Q4_K || T == Type::Q6_K;
+constexpr bool kInt8Family = T == Type::Q4_0 || T == Type::Q8_0 || T == kQ8_0G || T == Type::Q4_K || T == Type::Q6_K;
 
 template <Type T>
-constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 ||
+constexpr bool kMmaFamily = T == Type::Q4_0 || T == Type::Q4_1 || T == Type::Q5_0 || T == Type::Q5_1 || T == Type::Q8_0 || T == kQ8_0G ||
                             T == Type::Q2_K || T == Type::Q3_K || T == Type::Q4_K || T == Type::Q5_K || T == Type::Q6_K;
 
 // Ring slots per warp (items in flight: stages - 1, at least 2) and the CTAs of kWarps per SM a kernel
@@ -923,7 +950,7 @@ constexpr int stages() {
 #ifdef MINFER_MATVEC_STAGES
     return MINFER_MATVEC_STAGES;
 #else
-    return kI8 && (T == Type::Q4_0 || T == Type::Q8_0) ? 3 : 4;
+    return kI8 && (T == Type::Q4_0 || T == Type::Q8_0 || T == kQ8_0G) ? 3 : 4;
 #endif
 }
 template <Type T, bool kI8>
@@ -1537,6 +1564,68 @@ struct DpQ40 {
     }
     __device__ static float dot(const W& w, int p, const X& x) { return q40_block(w.a, w.b, p, x); }
 };
+
+// ---- q8_0, grouped (kQ8_0G), by dp4a on direct loads (int8 input, one column) ------------------------------
+//
+// matvec_dp4a_kernel<DpQ80G> gives a thread a block (32 columns) of each of its R rows, as DpQ40 does, on
+// the grouped layout (cuda/block_bits.cuh): the block's 32 codes as two 16-byte loads straight into
+// registers (streamed past L1; the 8 threads of a group load its 16 code units once each) and its scale
+// as a 2-byte load through L1 (the group's 16 bytes of scales shared by its 8 threads); then 16
+// dp4a.s32.s32 of the codes with the input's hi and lo digits. |a|, |b| <= 32 * 128 * 128 = 2^19, so
+// 256 a + b stays below 2^28 and exact in s32: the only roundings are its conversion to f32 and the f32
+// scaling, as in the staged kernel's q8_0 (which takes 16 columns at a time).
+struct DpQ80G {
+    static constexpr int kGroup = kQ80GroupBytes;
+    struct W {
+        uint4 a, b;  // the block's codes
+        uint32_t d;  // its f16 scale
+    };
+    __device__ static W load(const uint8_t* g, int p) {
+        const uint4* q = reinterpret_cast<const uint4*>(g + q80g_codes_at(p));
+        return {ld_stream(q), ld_stream(q + 1), ld_w16(reinterpret_cast<const uint16_t*>(g + q80g_scale_at(p)))};
+    }
+    struct X {
+        uint4 h0, h1, l0, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
+        float dx;
+    };
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
+        auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
+        const int col = 32 * c;
+        X x;
+        x.h0 = ldu(xq + col);
+        x.h1 = ldu(xq + col + 16);
+        x.l0 = ldu(xq + cols + col);
+        x.l1 = ldu(xq + cols + col + 16);
+        x.dx = __int_as_float(ld_xmeta(rec + c).x);
+        return x;
+    }
+    __device__ static float dot(const W& w, int, const X& x) {
+        const uint32_t q[8] = {w.a.x, w.a.y, w.a.z, w.a.w, w.b.x, w.b.y, w.b.z, w.b.w};
+        const uint32_t h[8] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w, x.h1.x, x.h1.y, x.h1.z, x.h1.w};
+        const uint32_t l[8] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w, x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+        int a = 0, b = 0;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+            a = dp4a_ss(q[k], h[k], a);
+            b = dp4a_ss(q[k], l[k], b);
+        }
+        return f16_lo(w.d) * x.dx * static_cast<float>(256 * a + b);
+    }
+};
+
+// The load's regrouping of a q8_0 matrix (rows of whole 256-column groups, 16-byte aligned) in place,
+// group g of it by one thread (cuda/matvec.cu's q80_group launches a thread per group): its 272 bytes
+// read, then written grouped (q80_regroup).
+__device__ __forceinline__ void q80_group_one(uint8_t* w, int64_t g) {
+    uint4* p = reinterpret_cast<uint4*>(w + g * kQ80GroupBytes);
+    constexpr int kUnits = kQ80GroupBytes / 16;
+    uint4 in[kUnits], out[kUnits];
+#pragma unroll
+    for (int i = 0; i < kUnits; ++i) in[i] = p[i];
+    q80_regroup(reinterpret_cast<const uint8_t*>(in), reinterpret_cast<uint8_t*>(out));
+#pragma unroll
+    for (int i = 0; i < kUnits; ++i) p[i] = out[i];
+}
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
 // rows of whole 256-column groups (cols / 32 units a row).

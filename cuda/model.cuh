@@ -11,8 +11,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
+#include "cuda/block_bits.cuh"  // mv::kQ8_0G
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"  // NarrowScratch
 #include "device/cuda_backend.h"
@@ -99,7 +101,34 @@ namespace minfer::cuda {
 class GemmTuner;  // cuda/cublas.cuh
 }  // namespace minfer::cuda
 
+// q8_0 matrices regrouped at load for the decode mat-vecs (cuda/block_bits.cuh, kQ8_0G): after the warm
+// pass, each q8_0 matmul weight whose rows are whole 256-column groups, that has an f16 copy and is not
+// the embedding table is rewritten in place, its eight blocks of each 256 columns as their eight scales
+// and then their codes, so that the one-token mat-vec loads every block's codes straight into registers
+// (DpQ80G, two 16-byte loads) where the file's 34-byte blocks, 2-byte aligned, go through shared memory.
+// Nothing but the mat-vecs reads the quantized bytes of such a weight: the GEMMs of several tokens take
+// its f16 copy (hence the condition), and CudaModel::device_type hands the mat-vecs the layout. The
+// staged kernel streams q8_0 at 2.4-3.0 TB/s on the 7B's shapes against the direct-load q4_K kernel's 3.85
+// (docs/perf.md), and q8_0's earlier direct loads, from the file's layout, lost 2% end to end to their
+// overlapping loads and selects (24 16-byte loads a group of 17 units). 0: no regrouping (the A/B knob).
+// Written without a GPU (2026-12-05, eighth session); off until measured on the H200
+// (device::testing::cuda_q80_groups turns it on or off at run time for the tests, for models loaded after).
+#ifndef MINFER_Q80_GROUPS
+#define MINFER_Q80_GROUPS 0
+#endif
+
 namespace minfer::device {
+
+// A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
+template <int kBuilt>
+struct RuntimeKnob {
+    std::atomic<int> mode{-1};
+    bool on() const {
+        const int m = mode.load(std::memory_order_relaxed);
+        return m < 0 ? kBuilt != 0 : m != 0;
+    }
+    int set(int m) { return mode.exchange(m < 0 ? -1 : m != 0, std::memory_order_relaxed); }  // the previous mode
+};
 
 class CudaModel {
 public:
@@ -124,6 +153,13 @@ public:
     const __half* w16_of(WeightKey key) const {
         auto it = w16.find(key);
         return it == w16.end() ? nullptr : it->second;
+    }
+
+    // The q8_0 matrices regrouped at load (MINFER_Q80_GROUPS above); the type the mat-vecs are given for
+    // a weight: cuda::mv::kQ8_0G for those, its file's type for every other.
+    std::unordered_set<WeightKey> q80_grouped;
+    quant::Type device_type(WeightKey key, quant::Type file_type) const {
+        return q80_grouped.count(key) ? cuda::mv::kQ8_0G : file_type;
     }
 
     WeightKey device_of(const engine::Weight& w) const {

@@ -371,7 +371,7 @@ struct Pair {
          const device::CudaSettings& s = settings())
         : config(c) {
         file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
-        cuda_model = device::cuda_load(*file, all_tensors(*file), s, 0);
+        cuda_model = device::cuda_load(*file, all_tensors(*file), nullptr, s, 0);
         const int64_t rows = int64_t{minfer::engine::KvPool::pages_for(n_ctx)} * minfer::engine::kKvPage;
         cpu = minfer::cpu::make_ops(c, n_ctx, rows);
         gpu = device::cuda_make_ops(cuda_model, c, n_ctx, rows, max_tokens);
@@ -548,7 +548,9 @@ TEST_SUITE("cuda") {
             return b;
         };
         uint64_t seed = 900;
-        auto check_case = [&](Type t, int64_t rows, int64_t cols, const std::vector<uint8_t>& bytes) {
+        // kt: the type the kernels are given (q8_0's bytes regrouped on the device for Q8_0_GROUPED_DEVICE,
+        // the hooks' other meaning of it); t: the bytes' own, for the reference.
+        auto check_case = [&](Type t, int64_t rows, int64_t cols, const std::vector<uint8_t>& bytes, Type kt) {
             const auto wf = dequantize(t, bytes, rows, cols);
             const auto zeroed = zero_codes(t, bytes);
             const auto of = zeroed.empty() ? std::vector<float>(wf.size(), 0.0f) : dequantize(t, zeroed, rows, cols);
@@ -593,14 +595,14 @@ TEST_SUITE("cuda") {
                     }
                     CHECK(worst < 1e-5);
                 };
-                check_y(device::testing::cuda_matvec(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x), x);
+                check_y(device::testing::cuda_matvec(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x), x);
                 // The int8 family always has the path; q5_K for one column where built with it (cuda/matvec.cu).
                 const bool int8_family = t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K;
-                if (int8_family) REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(t), 8));
-                if (device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(t), 1)) {
+                if (int8_family) REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 8));
+                if (device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1)) {
                     INFO("int8 path");
                     std::vector<float> xu;
-                    const auto y8 = device::testing::cuda_matvec_int8(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, x, &xu);
+                    const auto y8 = device::testing::cuda_matvec_int8(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x, &xu);
                     // the quantized x: within half a digit of each 32-column block's scale
                     for (int64_t b0 = 0; b0 < cols; b0 += 32) {
                         float am = 0;
@@ -622,8 +624,8 @@ TEST_SUITE("cuda") {
                             const auto xj = normal(static_cast<size_t>(cols), seed++, 0.0f, 1.0f);
                             xs.insert(xs.end(), xj.begin(), xj.end());
                         }
-                        const auto yn = device::testing::cuda_matvec_int8(static_cast<int32_t>(t), bytes.data(), bytes.size(), rows, cols, xs,
-                                                                          &xu, ncols);
+                        const auto yn = device::testing::cuda_matvec_int8(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols,
+                                                                          xs, &xu, ncols);
                         REQUIRE(yn.size() == static_cast<size_t>(rows * ncols));
                         for (int j = 0; j < ncols; ++j) {
                             CAPTURE(j);
@@ -665,10 +667,17 @@ TEST_SUITE("cuda") {
                 CAPTURE(type);
                 CAPTURE(rows);
                 CAPTURE(cols);
-                check_case(t, rows, cols, quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols));
+                const auto bytes = quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols);
+                check_case(t, rows, cols, bytes, t);
+                // q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS), on rows of whole 256-column groups:
+                // {300, 18944} in CTAs of 4 warps, {64, 512} of 4, {8200, 1280} of 2, {12800, 1280} of one
+                if (t == Type::Q8_0 && cols % 256 == 0) {
+                    INFO("regrouped on the device");
+                    check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
+                }
                 if (!plain && rows * cols <= 100000) {
                     INFO("raw random blocks");
-                    check_case(t, rows, cols, random_blocks(t, rows, cols, seed++));
+                    check_case(t, rows, cols, random_blocks(t, rows, cols, seed++), t);
                 }
             }
         }
@@ -787,7 +796,7 @@ TEST_SUITE("cuda") {
         minfer::gguf::Writer w;
         add_tensor(w, "unused", Type::F32, 1, 8, 1);
         const auto file = minfer::gguf::File::parse(minfer::gguf::copy_bytes(w.to_bytes()));
-        const auto model = device::cuda_load(*file, all_tensors(*file), settings(), 0);
+        const auto model = device::cuda_load(*file, all_tensors(*file), nullptr, settings(), 0);
         uint64_t seed = 900;
         for (int hd : {64, 128}) {
             for (const Shape& sh : shapes) {
@@ -898,6 +907,7 @@ struct KnobMode {
 };
 using PruneLast = KnobMode<device::testing::cuda_prune_last>;  // MINFER_PRUNE_LAST
 using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
+using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GROUPS
 
 // `chunks`: the prefill calls before the decode steps, in tokens.
 std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
@@ -1383,6 +1393,38 @@ TEST_SUITE("cuda") {
     // on the H200 (2026-12-01), the RoPE base moves qwen2-tiny's logits there by only 1.5e-3 and the q/k
     // bias by 2.9e-3, against 5.0e-3 and more at position 109 and later and in every decode step. So the bound
     // (2e-3) sits between the worst measured error (8.3e-4) and the smallest shift where the check looks.
+    // MINFER_Q80_GROUPS (cuda/model.cuh), on by its run-time knob for the models loaded in this test: a q8_0
+    // file's matmul weights regrouped at load for the mat-vecs, all but the embedding table (qwen3-tiny and
+    // qwen2-tiny-tied tie it to the output projection: 14 of their 15 distinct matmul weights; qwen2-tiny:
+    // all 15). The hook counts them, so a load that regroups nothing, or the table too (whose lookup reads
+    // the file's layout), fails. Then the whole-model comparison against float64, whose single tokens take
+    // the dp4a kernel, the 5-token chunk the int8 MMA kernel over several inputs and the 108-token chunk
+    // the GEMMs on the f16 copies; once more with matvec_int8=false (the f16-input MMA kernel); and a batch
+    // against the CPU (steps of up to 8 tokens through the int8 kernel over several inputs).
+    TEST_CASE("q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS): against float64, the embedding table left alone, batches") {
+        const Q80Groups on(1);
+        const std::pair<const char*, uint64_t> models[] = {{"qwen2-tiny", 15}, {"qwen3-tiny", 14}, {"qwen2-tiny-tied", 14}};
+        for (const auto& [preset, want] : models)
+            for (const char* int8 : {"true", "false"}) {
+                CAPTURE(preset);
+                CAPTURE(int8);
+                OptionScope opt;
+                opt.set("matvec_int8", int8);
+                const std::string path = synth_model(preset, "q8_0");
+                const uint64_t before = device::testing::cuda_q80_grouped();
+                const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
+                CHECK(device::testing::cuda_q80_grouped() - before == want);
+                for (const WholeModelComparison& c : cmp) {
+                    CAPTURE(c.what);
+                    MESSAGE(preset, " q8_0 regrouped, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+                    CHECK(c.err < kCudaBound);
+                }
+            }
+        const uint64_t before = device::testing::cuda_q80_grouped();
+        batch_against_cpu("q8_0");
+        CHECK(device::testing::cuda_q80_grouped() - before == 15);
+    }
+
     TEST_CASE("mutation check: every planted bug fails the CUDA whole-model comparisons") {
         namespace testing = minfer::engine::testing;
         const struct {
@@ -1832,7 +1874,7 @@ struct GpuModel {  // one CUDA model over a file, with the Ops of one context
     std::unique_ptr<Ops> ops;
     // n_ff and max_tokens size the scratch: the widest weight the two-pass path dequantizes is n_ff x 1024.
     GpuModel(const minfer::gguf::File& f, const device::CudaSettings& s, int n_ff = 1024, int max_tokens = 256) {
-        model = device::cuda_load(f, all_tensors(f), s, 0);
+        model = device::cuda_load(f, all_tensors(f), nullptr, s, 0);
         minfer::model::Config c = op_config(128);
         c.n_ff = n_ff;
         ops = device::cuda_make_ops(model, c, 256, 256, max_tokens);

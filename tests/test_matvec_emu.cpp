@@ -47,8 +47,40 @@ void scale_fields(Type t, int& f0, int& f1) {
     }
 }
 
-// Weights: the CPU quantizer's blocks from normal values, or random bytes with benign f16 scales.
+// The GGUF type whose bytes a kernel type holds: q8_0 for its regrouped layout (mv::kQ8_0G), else itself.
+Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t; }
+const char* name_of(Type t) { return t == mv::kQ8_0G ? "q8_0 grouped" : quant::type_info(t).name; }
+
+// A q8_0 matrix (rows of whole 256-column groups) regrouped by the device function the load's kernel
+// runs (mv::q80_group_one, a thread per group), on a copy.
+std::vector<uint8_t> grouped(std::vector<uint8_t> w, int64_t rows, int64_t cols) {
+    REQUIRE(cols % 256 == 0);
+    const int64_t groups = rows * (cols / 256);
+    REQUIRE(w.size() == static_cast<size_t>(groups * 272));
+    const int threads = 64;
+    launch((groups + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
+        const int64_t g = int64_t{blockIdx.x} * threads + threadIdx.x;
+        if (g < groups) mv::q80_group_one(w.data(), g);
+    });
+    return w;
+}
+// Its inverse, written from the layout's description (cuda/block_bits.cuh) rather than from the code: in
+// each 272-byte group, block b's f16 scale at bytes 2b, 2b + 1 and its codes at 16 + 32b .. 16 + 32b + 31.
+std::vector<uint8_t> ungrouped(const std::vector<uint8_t>& g) {
+    std::vector<uint8_t> w(g.size());
+    for (size_t at = 0; at < g.size(); at += 272)
+        for (size_t b = 0; b < 8; ++b) {
+            w[at + 34 * b] = g[at + 2 * b];
+            w[at + 34 * b + 1] = g[at + 2 * b + 1];
+            std::memcpy(&w[at + 34 * b + 2], &g[at + 16 + 32 * b], 32);
+        }
+    return w;
+}
+
+// Weights: the CPU quantizer's blocks from normal values, or random bytes with benign f16 scales (kQ8_0G:
+// q8_0's, regrouped).
 std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_bytes, uint64_t seed) {
+    if (t == mv::kQ8_0G) return grouped(weights(Type::Q8_0, rows, cols, random_bytes, seed), rows, cols);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
     if (!random_bytes) {
@@ -89,6 +121,7 @@ std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_byt
 }
 
 std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x) {
+    if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w), rows, cols, x);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     std::vector<double> y(static_cast<size_t>(rows));
@@ -111,7 +144,7 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
     if (x_up) mv_emu::readable.push_back({x_up->data(), x_up->size() * sizeof(float)});
-    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (rows + 15) / 16;
     launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr, nullptr,
                                  static_cast<int>(cols), row_bytes, tiles, g.maxk, false, 1);
@@ -189,7 +222,7 @@ std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t c
     std::memcpy(xq_buf.data(), xq_in.data(), xq_in.size());
     const auto* xq = reinterpret_cast<const uint8_t*>(xq_buf.data());
     mv_emu::readable = {{w.data(), w.size()}, {xq, xq_in.size()}};
-    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (rows + 15) / 16;
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (rows + 15) / 16;
     launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T, true>(mv::one_segment(w.data(), y.data(), rows), nullptr, nullptr, xq, static_cast<int>(cols),
                                        row_bytes, tiles, g.maxk, false, 1);
@@ -222,7 +255,7 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     }
     seg.n = 3;
     const mv::MmaGrid g = mv::mma_grid(end, resident);
-    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (end + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, kI8>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T, kI8>(seg, kI8 ? nullptr : x.data(), nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, false,
                                       1);
@@ -262,7 +295,7 @@ std::vector<std::vector<float>> run_i8_cols(const std::vector<std::vector<uint8_
     for (size_t i = nm; i < 3; ++i) seg.end[i] = end;
     seg.n = static_cast<int>(nm);
     const mv::MmaGrid g = mv::mma_grid(end, resident, mv::kMaxTilesPerCtaN);
-    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(T, cols)), tiles = (end + 15) / 16;
+    const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (end + 15) / 16;
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true, kN>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T, true, kN>(seg, nullptr, nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, init != nullptr,
                                            ncols);
@@ -307,7 +340,7 @@ std::vector<float> make_x(int64_t cols, int variant, uint64_t seed) {
 // family (kI8) times x as quantized (tight: only f32 roundings remain).
 template <Type T, bool kI8 = false>
 void check_mma_type() {
-    const int64_t b = quant::type_info(T).block_elems;
+    const int64_t b = quant::type_info(stored(T)).block_elems;
     const bool legacy = b == 32;
     const int64_t shapes[][3] = {{1, b, 1000},  {7, 2 * b, 1000}, {33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2},
                                  {70, 2048, 2}, {48, 1280, 1},    {16, 4096, 1000}};
@@ -315,12 +348,13 @@ void check_mma_type() {
     int n = 0;
     for (const auto& sh : shapes) {
         const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
+        if (T == mv::kQ8_0G && cols % 256 != 0) continue;  // the layout's rows are whole 256-column groups
         for (bool random_bytes : {false, true}) {
             const auto w = weights(T, rows, cols, random_bytes, seed++);
             for (int variant = 0; variant < 3; ++variant) {
                 const auto x = make_x(cols, variant, seed++);
                 const Config& cfg = kConfigs[n++ % 2];
-                CAPTURE(quant::type_info(T).name);
+                CAPTURE(name_of(T));
                 CAPTURE(kI8);
                 CAPTURE(rows);
                 CAPTURE(cols);
@@ -356,13 +390,14 @@ void check_mma_type() {
 // accumulation into y.
 template <Type T>
 void check_cols_type() {
-    const int64_t b = quant::type_info(T).block_elems;
+    const int64_t b = quant::type_info(stored(T)).block_elems;
     const bool legacy = b == 32;
     const int64_t shapes[][3] = {{33, 3 * b, 1000}, {45, legacy ? 11 * b : 2 * b, 2}, {70, 1024, 1}, {16, 2048, 1000}};
     uint64_t seed = 707 + static_cast<uint64_t>(T);
     int n = 0;
     for (const auto& sh : shapes) {
         const int64_t rows = sh[0], cols = sh[1], resident = sh[2];
+        if (T == mv::kQ8_0G && cols % 256 != 0) continue;  // the layout's rows are whole 256-column groups
         for (int ncols : {2, 5, 8}) {
             const bool random_bytes = (n / 2) % 2 == 1, accumulate = n % 3 == 2;  // independent of cfg (n % 2)
             const Config& cfg = kConfigs[n++ % 2];
@@ -375,7 +410,7 @@ void check_cols_type() {
             if (accumulate) init.push_back(normal(static_cast<size_t>(rows * ncols), seed++, 10.0f));
             const auto y = run_i8_cols<T, mv::kColsN>({w}, {rows}, cols, q, ncols, resident, cfg, accumulate ? &init : nullptr);
             for (int c = 0; c < ncols; ++c) {
-                CAPTURE(quant::type_info(T).name);
+                CAPTURE(name_of(T));
                 CAPTURE(rows);
                 CAPTURE(cols);
                 CAPTURE(resident);
@@ -404,7 +439,7 @@ void check_plain_type() {
         const auto x = make_x(cols, n % 3, seed++);
         const auto ref = reference(T, w, rows, cols, x);
         const Config& cfg = kConfigs[n++ % 2];
-        CAPTURE(quant::type_info(T).name);
+        CAPTURE(name_of(T));
         CAPTURE(rows);
         CAPTURE(cols);
         CHECK(rel_l2(run_plain<T, 1>(w, rows, cols, x, cfg), ref) < 1e-5);
@@ -520,7 +555,7 @@ template <Type T, class Shapes, class Run>
 void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes shapes, Run run) {
     int n = 0;
     for (int64_t nblk : blocks) {
-        const int64_t cols = quant::type_info(T).block_elems * nblk;
+        const int64_t cols = quant::type_info(stored(T)).block_elems * nblk;
         for (const std::vector<int64_t>& rows : shapes(nblk)) {
             for (bool random_bytes : {false, true}) {
                 std::vector<std::vector<uint8_t>> w;
@@ -558,7 +593,9 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 // the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
-    using F = std::conditional_t<T == Type::Q4_0, mv::DpQ40, std::conditional_t<T == Type::Q6_K, mv::DpQ6K, mv::DpK<T == Type::Q5_K>>>;
+    using F = std::conditional_t<
+        T == Type::Q4_0, mv::DpQ40,
+        std::conditional_t<T == Type::Q6_K, mv::DpQ6K, std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, mv::DpK<T == Type::Q5_K>>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -602,6 +639,27 @@ TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matc
 // check).
 TEST_CASE("emulated mat-vec: q6_K by dp4a on direct loads of 2-byte aligned blocks matches float64") {
     check_dp4a<Type::Q6_K>({1, 2, 3, 16, 17, 19}, 9494);
+}
+
+// q8_0 regrouped at load (mv::kQ8_0G): its readers are the dp4a kernel (one input), the int8 MMA kernel
+// (one input: builds without dp4a; several: a few tokens) and the f16-input MMA kernel (matvec_int8 off),
+// each against float64 of the file's blocks, which the test recovers from the grouped bytes by the
+// layout's description (ungrouped), so a regrouping and a reader that agree with each other but not with
+// the description fail too.
+TEST_CASE("emulated mat-vec: q8_0 regrouped for the mat-vecs (kQ8_0G) through every kernel that reads it matches float64") {
+    SUBCASE("the regrouping") {
+        for (bool random_bytes : {false, true}) {
+            const auto w = weights(Type::Q8_0, 5, 768, random_bytes, 4242);
+            const auto g = grouped(w, 5, 768);
+            CHECK(g != w);
+            CHECK(ungrouped(g) == w);
+        }
+    }
+    // rows of 8, 16, 136 and 152 blocks, as q4_0's direct loads
+    SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ8_0G>({8, 16, 136, 152}, 9595); }
+    SUBCASE("int8 MMA, one input") { check_mma_type<mv::kQ8_0G, true>(); }
+    SUBCASE("int8 MMA, several inputs") { check_cols_type<mv::kQ8_0G>(); }
+    SUBCASE("f16 MMA") { check_mma_type<mv::kQ8_0G>(); }
 }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel

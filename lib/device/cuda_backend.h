@@ -120,10 +120,12 @@ std::string cuda_unsupported_reason(const model::Config& config, const model::Pl
 // Uploads every tensor of the file through a WeightRegistry, reporting progress as stage "upload".
 // Throws Error: MINFER_ERR_OUT_OF_MEMORY, MINFER_ERR_DEVICE, MINFER_ERR_CANCELLED; frees all on failure.
 // Then chooses the prefill path (choose_prefill_path; the log says which and why) and, for the f16
-// cache, runs the warm pass over `matmul_weights` (stage "warm"). gemm=cublas fails with
+// cache, runs the warm pass over `matmul_weights` (stage "warm"), then (MINFER_Q80_GROUPS, cuda/model.cuh)
+// regroups their q8_0 matrices for the mat-vecs, never `embedding` (the token embedding table, which the
+// lookup reads by rows in the file's layout; null: no table among them). gemm=cublas fails with
 // MINFER_ERR_UNSUPPORTED when libcublas cannot be loaded.
 std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<const gguf::TensorInfo*>& matmul_weights,
-                                     const CudaSettings& settings, int log_level);
+                                     const gguf::TensorInfo* embedding, const CudaSettings& settings, int log_level);
 PrefillPath cuda_prefill_path(const CudaModel& model);
 const char* cuda_gemm_name(const CudaModel& model);  // "own" or "cublas"
 double cuda_warm_ms(const CudaModel& model);         // the warm pass's time, 0 without one
@@ -187,6 +189,11 @@ void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs);
 // Groups of f16 weights uploaded back to back by model loads in this process so far (MINFER_F16_GROUPS:
 // a layer's q, k and v; its gate and up).
 uint64_t cuda_f16_groups();
+// MINFER_Q80_GROUPS at run time (modes and result as cuda_prune_last's), for models loaded from now on:
+// their q8_0 matmul weights regrouped for the mat-vecs (cuda/model.cuh). cuda_q80_grouped: the matrices
+// regrouped by model loads in this process so far.
+int cuda_q80_groups(int mode);
+uint64_t cuda_q80_grouped();
 // cuda::qkv_finish of n = pos.size() tokens (qkv: their [n][q_dim + 2 kv_dim] projections, no biases or
 // q/k norms) at positions pos[t] of one sequence (KV rows = positions), RoPE base rope_base; table 0
 // computes the rotations in the kernel, 1 reads them from a table of table_rows positions (rope_table),
@@ -206,7 +213,9 @@ bool cuda_attention_wgmma_knob();
 // Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).
 bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
-// mat-vec, or by its reference kernel; y is poisoned with NaN before the launch.
+// mat-vec, or by its reference kernel; y is poisoned with NaN before the launch. type
+// quant::Type::Q8_0_GROUPED_DEVICE: the bytes are q8_0's, regrouped on the device (cuda::q80_group) before
+// the mat-vec reads them so (both hooks).
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x

@@ -23,8 +23,8 @@ const device::WeightRegistry::Entry& device::WeightRegistry::register_weight(con
 }
 std::vector<const device::WeightRegistry::Entry*> device::WeightRegistry::register_group(const std::vector<Upload>&) { no_cuda(); }
 std::string device::cuda_unsupported_reason(const model::Config&, const model::Plan&) { return "this build has no CUDA backend"; }
-std::shared_ptr<device::CudaModel> device::cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&, const CudaSettings&,
-                                                     int) {
+std::shared_ptr<device::CudaModel> device::cuda_load(const gguf::File&, const std::vector<const gguf::TensorInfo*>&,
+                                                     const gguf::TensorInfo*, const CudaSettings&, int) {
     no_cuda();
 }
 device::PrefillPath device::cuda_prefill_path(const CudaModel&) { return PrefillPath::two_pass; }
@@ -67,6 +67,8 @@ int device::testing::cuda_q16(int) { no_cuda(); }
 uint64_t device::testing::cuda_q16_layers() { no_cuda(); }
 std::vector<uint8_t> device::testing::cuda_download(const void*, uint64_t) { no_cuda(); }
 uint64_t device::testing::cuda_f16_groups() { no_cuda(); }
+int device::testing::cuda_q80_groups(int) { no_cuda(); }
+uint64_t device::testing::cuda_q80_grouped() { no_cuda(); }
 std::vector<uint8_t> device::testing::cuda_qkv_finish(const std::vector<float>&, const std::vector<int32_t>&, int, int, int, double, int,
                                                       int) {
     no_cuda();

@@ -76,7 +76,7 @@ std::shared_ptr<Model> Model::open(const std::string& path, const options::Value
                 // output projection: batches project many rows at once (a GEMM), contexts one (a mat-vec).
                 std::vector<const gguf::TensorInfo*> matmuls = model::layer_matmuls(m->plan_);
                 matmuls.push_back(m->plan_.output);
-                m->cuda_ = device::cuda_load(*m->file_, matmuls, device::cuda_settings(m->options_), level);
+                m->cuda_ = device::cuda_load(*m->file_, matmuls, m->plan_.tok_embd, device::cuda_settings(m->options_), level);
             } catch (const Error& e) {
                 throw Error(e.status(), path + ": " + e.what());
             }

@@ -13,6 +13,11 @@ enum class Type : int32_t {
     IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
     I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
     TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+    // Not GGUF's: a layout the CUDA backend gives some q8_0 matrices on the device after loading them
+    // (cuda/block_bits.cuh, cuda::mv::kQ8_0G). Never in a file (type_info knows no such id, so the
+    // reader rejects it), never on the CPU. An enumerator only because nvcc's kernel stubs cannot name
+    // a template argument of this enum that is none.
+    Q8_0_GROUPED_DEVICE = 0x108,
 };
 
 enum class TypeStatus : uint8_t {
