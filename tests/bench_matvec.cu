@@ -12,6 +12,8 @@
 // the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K; its err includes the
 // input's quantization; --cols N times it over N inputs in one launch, the few-token path, its err that
 // of input 0 and its GB/s counting the weights once);
+// Type q8_0g: q8_0 blocks regrouped on the device for the mat-vecs (cuda::q80_group, MINFER_Q80_GROUPS) after
+// the reference kernel has read them.
 // --old also times that reference kernel (the previous decode mat-vec); --hot times every launch on copy 0
 // (a matrix smaller than the L2 then comes from it: what a kernel costs apart from HBM). A short table is
 // printed last.
@@ -91,6 +93,7 @@ const TypeCase kTypes[] = {
     {Type::Q4_1, 0, 2, false},   {Type::Q5_0, 0, -1, false},  {Type::Q5_1, 0, 2, false},   {Type::Q8_0, 0, -1, false},
     {Type::Q2_K, 80, 82, false}, {Type::Q3_K, 108, -1, false}, {Type::Q4_K, 0, 2, false},  {Type::Q5_K, 0, 2, false},
     {Type::Q6_K, 208, -1, false}, {Type::Q8_1, 0, 2, false},   {Type::Q8_K, -1, -1, true},
+    {Type::Q8_0_GROUPED_DEVICE, 0, -1, false},  // "q8_0g": q8_0 blocks regrouped on the device (cuda::q80_group)
 };
 struct Shape {
     int64_t rows, cols;
@@ -208,10 +211,14 @@ int main(int argc, char** argv) {
     table.push_back(line);
     uint64_t seed = 1000;
     for (const TypeCase& tc : kTypes) {
-        const auto& info = minfer::quant::type_info(tc.t);
-        if (!only.empty() && std::find(only.begin(), only.end(), info.name) == only.end()) continue;
+        // q8_0g: filled and checked as q8_0 (the reference kernel reads the file's layout), then regrouped
+        const bool grouped = tc.t == Type::Q8_0_GROUPED_DEVICE;
+        const Type st = grouped ? Type::Q8_0 : tc.t;  // the type of the bytes filled
+        const auto& info = minfer::quant::type_info(st);
+        const char* name = grouped ? "q8_0g" : info.name;
+        if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
         for (const Shape& sh : kShapes) {
-            const uint64_t row_bytes = minfer::quant::row_bytes(tc.t, sh.cols);
+            const uint64_t row_bytes = minfer::quant::row_bytes(st, sh.cols);
             const uint64_t bytes = row_bytes * sh.rows, stride = (bytes + 255) / 256 * 256;
             const int copies = static_cast<int>(std::max<uint64_t>(2, (240'000'000 + bytes - 1) / bytes));
             const int timed_copies = hot ? 1 : copies;  // the launches rotate over this many
@@ -222,7 +229,7 @@ int main(int argc, char** argv) {
             ck(cudaMalloc(&y, g_ncols * sh.rows * sizeof(float)), "cudaMalloc y");
             ck(cudaMalloc(&yr, sh.rows * sizeof(float)), "cudaMalloc y");
             if (info.block_elems == 1) {
-                fill_plain<<<4096, 256, 0, s>>>(w, stride * copies / info.block_bytes, static_cast<int>(tc.t), seed);
+                fill_plain<<<4096, 256, 0, s>>>(w, stride * copies / info.block_bytes, static_cast<int>(st), seed);
             } else {
                 fill_bytes<<<4096, 256, 0, s>>>(reinterpret_cast<uint32_t*>(w), stride * copies / 4, seed);
                 for (int c = 0; c < copies; ++c)
@@ -234,9 +241,11 @@ int main(int argc, char** argv) {
             ck(cudaGetLastError(), "fill");
 
             // Agreement with the reference kernel on copy 0 (every row written: y is poisoned first).
+            matvec_old(st, w, sh.rows, sh.cols, x, yr, s);
+            if (grouped)
+                for (int c = 0; c < copies; ++c) minfer::cuda::q80_group(w + c * stride, sh.rows, sh.cols, s);
             ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
             matvec_new(tc.t, w, sh.rows, sh.cols, x, y, s);
-            matvec_old(tc.t, w, sh.rows, sh.cols, x, yr, s);
             std::vector<float> a(sh.rows), b(sh.rows);
             ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
             ck(cudaMemcpyAsync(b.data(), yr, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
@@ -254,7 +263,7 @@ int main(int argc, char** argv) {
             const double gbs = moved / (us * 1e-6) / 1e9;
             char shape[32];
             std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.rows), static_cast<long long>(sh.cols));
-            std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", info.name, shape, sh.what, us, gbs,
+            std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", name, shape, sh.what, us, gbs,
                           100.0 * gbs / copy_gbs, err);
             std::string row = line;
             if (minfer::cuda::matvec_int8_supported(tc.t, g_ncols)) {
@@ -279,7 +288,7 @@ int main(int argc, char** argv) {
                 std::snprintf(line, sizeof line, " %9s %8s %9s", "-", "-", "-");
                 row += line;
             }
-            if (old) {
+            if (old && !grouped) {
                 const float ous = time_launches(matvec_old, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, yr, reps, s);
                 std::snprintf(line, sizeof line, " %9.2f %9.0f", ous, moved / (ous * 1e-6) / 1e9);
                 row += line;
