@@ -1509,9 +1509,24 @@ struct DpK {
 // picks the block's half-words out of the 8 words by selects on p / 2 and, for even p, a 16-bit funnel
 // shift. The arithmetic is Staged<Q4_0>::row's over the whole block. Taken on such rows unless built with
 // -DMINFER_DP4A_Q40=0 (cuda/matvec.cu).
-struct DpX40 {
-    uint4 h0, l0, h1, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
+// The input's part of one 32-column block c: its hi and lo digits (columns 0-15, 16-31) and its scale;
+// block_input returns the block's record (its sums, for the formats with an offset).
+struct DpXBlock {
+    uint4 h0, h1, l0, l1;
     float dx;
+};
+__device__ __forceinline__ int4 block_input(DpXBlock& x, const uint8_t* xq, int cols, const int4* rec, int c) {
+    auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
+    const int col = 32 * c;
+    x.h0 = ldu(xq + col);
+    x.h1 = ldu(xq + col + 16);
+    x.l0 = ldu(xq + cols + col);
+    x.l1 = ldu(xq + cols + col + 16);
+    const int4 m = ld_xmeta(rec + c);
+    x.dx = __int_as_float(m.x);
+    return m;
+}
+struct DpX40 : DpXBlock {
     int ofs;  // 16 * 8 * the block's input sum (the codes' offset of 8, in the 16x scale of the sum)
 };
 __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p, const DpX40& x) {
@@ -1550,15 +1565,8 @@ struct DpQ40 {
     }
     using X = DpX40;
     __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
-        auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
-        const int col = 32 * c;
         X x;
-        x.h0 = ldu(xq + col);
-        x.h1 = ldu(xq + col + 16);
-        x.l0 = ldu(xq + cols + col);
-        x.l1 = ldu(xq + cols + col + 16);
-        const int4 m = ld_xmeta(rec + c);
-        x.dx = __int_as_float(m.x);
+        const int4 m = block_input(x, xq, cols, rec, c);
         x.ofs = 128 * (m.y + m.z);
         return x;
     }
@@ -1584,19 +1592,10 @@ struct DpQ80G {
         const uint4* q = reinterpret_cast<const uint4*>(g + q80g_codes_at(p));
         return {ld_stream(q), ld_stream(q + 1), ld_w16(reinterpret_cast<const uint16_t*>(g + q80g_scale_at(p)))};
     }
-    struct X {
-        uint4 h0, h1, l0, l1;  // the input's two digits, columns 0-15 and 16-31 of the block
-        float dx;
-    };
+    using X = DpXBlock;
     __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
-        auto ldu = [](const uint8_t* a) { return as_uint4(ld_x16(reinterpret_cast<const int4*>(a))); };
-        const int col = 32 * c;
         X x;
-        x.h0 = ldu(xq + col);
-        x.h1 = ldu(xq + col + 16);
-        x.l0 = ldu(xq + cols + col);
-        x.l1 = ldu(xq + cols + col + 16);
-        x.dx = __int_as_float(ld_xmeta(rec + c).x);
+        block_input(x, xq, cols, rec, c);
         return x;
     }
     __device__ static float dot(const W& w, int, const X& x) {
