@@ -823,7 +823,10 @@ std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes
     check(cudaMemcpy(dx.as<void>(), x.data(), x.size() * 4, cudaMemcpyHostToDevice), "upload x");
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");  // NaN everywhere: unwritten rows fail
     inputs_landed();
-    if (static_cast<quant::Type>(type) == cuda::mv::kQ8_0G) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());  // q8_0 given
+    if (static_cast<quant::Type>(type) == cuda::mv::kQ8_0G) {  // q8_0 given
+        if (reference) fail(MINFER_ERR_INVALID_ARGUMENT, "cuda_matvec: the reference kernel reads the file's layout only");
+        cuda::q80_group(dw.as<void>(), rows, cols, stream.get());
+    }
     if (reference)
         cuda::matvec_reference(static_cast<quant::Type>(type), dw.as<void>(), rows, cols, dx.as<float>(), dy.as<float>(), stream.get());
     else

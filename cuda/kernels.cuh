@@ -60,8 +60,9 @@ void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, 
 // Regroups a q8_0 matrix in place (rows x cols, cols a multiple of 256, 16-byte aligned) into the layout
 // that the mat-vecs read as mv::kQ8_0G (cuda/block_bits.cuh): the same bytes per 256 columns, the eight
 // blocks' scales first, then their codes. After it, only the mat-vec functions above (given kQ8_0G) read the
-// matrix; nothing else on the device knows the layout (cuda/backend.cu groups only matrices that have an
-// f16 copy and are not the embedding table).
+// matrix for their results; nothing else on the device knows the layout (cuda/backend.cu groups only
+// matrices that have an f16 copy and are not the embedding table; its dequantization sweep, a timing,
+// reads them as q8_0 and discards the values).
 void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream);
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.

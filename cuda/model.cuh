@@ -205,6 +205,8 @@ private:
 // 0.65-0.81x and 0.52-0.64x the decode rate; docs/perf.md): the kernel dequantizes into a shared f16
 // tile at 360-780 GB/s of quantized bytes, where cuBLAS and the f16 narrow GEMM read the cache at
 // 2.6-4.1 TB/s.
+// (Matrices regrouped by MINFER_Q80_GROUPS below are not taken by 2 or 3: they reach the narrow GEMM as
+// cuda::mv::kQ8_0G, which it does not read, and go to their f16 copy.)
 #ifndef MINFER_GEMM_NARROW_QUANT
 #define MINFER_GEMM_NARROW_QUANT 1
 #endif

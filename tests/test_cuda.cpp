@@ -1387,12 +1387,6 @@ TEST_SUITE("cuda") {
         CHECK(used > 0);
     }
 
-    // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
-    // first two positions fails. Position 0 cannot see the positional and attention bugs (RoPE is the
-    // identity there and attention over one key returns its value), and position 1 barely does: measured
-    // on the H200 (2026-12-01), the RoPE base moves qwen2-tiny's logits there by only 1.5e-3 and the q/k
-    // bias by 2.9e-3, against 5.0e-3 and more at position 109 and later and in every decode step. So the bound
-    // (2e-3) sits between the worst measured error (8.3e-4) and the smallest shift where the check looks.
     // MINFER_Q80_GROUPS (cuda/model.cuh), on by its run-time knob for the models loaded in this test: a q8_0
     // file's matmul weights regrouped at load for the mat-vecs, all but the embedding table (qwen3-tiny and
     // qwen2-tiny-tied tie it to the output projection: 14 of their 15 distinct matmul weights; qwen2-tiny:
@@ -1400,9 +1394,13 @@ TEST_SUITE("cuda") {
     // the file's layout), fails. Then the whole-model comparison against float64, whose single tokens take
     // the dp4a kernel, the 5-token chunk the int8 MMA kernel over several inputs and the 108-token chunk
     // the GEMMs on the f16 copies; once more with matvec_int8=false (the f16-input MMA kernel); and a batch
-    // against the CPU (steps of up to 8 tokens through the int8 kernel over several inputs).
+    // against the CPU (steps of up to 8 tokens through the int8 kernel over several inputs, of 9 to 16
+    // through the GEMMs on the f16 copies). w16_cache=on: the tiny files are far below the cache's size
+    // gate, and without the cache nothing is regrouped.
     TEST_CASE("q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS): against float64, the embedding table left alone, batches") {
         const Q80Groups on(1);
+        OptionScope cache;
+        cache.set("w16_cache", "on");
         const std::pair<const char*, uint64_t> models[] = {{"qwen2-tiny", 15}, {"qwen3-tiny", 14}, {"qwen2-tiny-tied", 14}};
         for (const auto& [preset, want] : models)
             for (const char* int8 : {"true", "false"}) {
@@ -1425,6 +1423,12 @@ TEST_SUITE("cuda") {
         CHECK(device::testing::cuda_q80_grouped() - before == 15);
     }
 
+    // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
+    // first two positions fails. Position 0 cannot see the positional and attention bugs (RoPE is the
+    // identity there and attention over one key returns its value), and position 1 barely does: measured
+    // on the H200 (2026-12-01), the RoPE base moves qwen2-tiny's logits there by only 1.5e-3 and the q/k
+    // bias by 2.9e-3, against 5.0e-3 and more at position 109 and later and in every decode step. So the bound
+    // (2e-3) sits between the worst measured error (8.3e-4) and the smallest shift where the check looks.
     TEST_CASE("mutation check: every planted bug fails the CUDA whole-model comparisons") {
         namespace testing = minfer::engine::testing;
         const struct {

@@ -215,7 +215,7 @@ bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
 // mat-vec, or by its reference kernel; y is poisoned with NaN before the launch. type
 // quant::Type::Q8_0_GROUPED_DEVICE: the bytes are q8_0's, regrouped on the device (cuda::q80_group) before
-// the mat-vec reads them so (both hooks).
+// the mat-vec reads them so (both hooks; not with `reference`, whose kernel reads the file's layout only).
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x
