@@ -44,6 +44,15 @@ template <> struct Geometry<mv::kQ8_0G> { static constexpr int elems = 32, bytes
 
 namespace {
 
+// dispatch_type (cuda/dequant.cuh) for the mat-vecs, which also read q8_0 grouped (mv::kQ8_0G) as a type
+// of its own.
+template <class F>
+bool dispatch_matvec_type(Type t, F&& f) {
+    if (t != mv::kQ8_0G) return dispatch_type(t, f);
+    f(std::integral_constant<Type, mv::kQ8_0G>{});
+    return true;
+}
+
 using namespace mv;
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
@@ -342,7 +351,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     if (total == 0 || cols <= 0) return;
     if (t == kQ8_0G && cols % 256 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: grouped q8_0 of %lld columns (whole 256-column groups only)", static_cast<long long>(cols));
-    auto body = [&](auto tag) {
+    const bool known = dispatch_matvec_type(t, [&](auto tag) {
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
             fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %lld columns of type %d", static_cast<long long>(cols), static_cast<int>(T));
@@ -385,8 +394,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
             }
             i = i1 - 1;
         }
-    };
-    const bool known = t == kQ8_0G ? (body(std::integral_constant<Type, kQ8_0G>{}), true) : dispatch_type(t, body);
+    });
     if (!known) fail(MINFER_ERR_UNSUPPORTED, "CUDA mat-vec: tensor type %d", static_cast<int>(t));
     check_launch("matvec");
 }
@@ -405,15 +413,15 @@ void matvec(Type t, const void* w, int64_t rows, int64_t cols, const float* x, f
 
 void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y, cudaStream_t stream,
                    bool accumulate) {
-    bool fused = t == kQ8_0G;
-    dispatch_type(t, [&](auto tag) { fused = kMmaFamily<decltype(tag)::value>; });
+    bool fused = false;
+    dispatch_matvec_type(t, [&](auto tag) { fused = kMmaFamily<decltype(tag)::value>; });
     if (!fused) swiglu(gate, up, cols, stream);
     matvec_impl(t, 1, &w, &rows, cols, gate, fused ? up : nullptr, nullptr, &y, stream, accumulate);
 }
 
 bool matvec_int8_supported(Type t, int ncols) {
-    bool yes = t == kQ8_0G;
-    dispatch_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
+    bool yes = false;
+    dispatch_matvec_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
     return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
 }
 

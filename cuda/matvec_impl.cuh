@@ -386,15 +386,15 @@ __device__ __forceinline__ void tile_q45(const Item& c, float& y0, float& y1) {
     }
 }
 
-// Byte offsets of block b's f16 scale and of its 32 codes in a k-tile (eight blocks) of q8_0 as the file
-// lays it out (T = Q8_0: d then qs, 34 bytes a block) or grouped (kQ8_0G: the eight scales, then the codes).
+// Byte offsets of block b's f16 scale and of its codes in a k-tile (eight blocks) of a legacy type whose
+// scale leads the block (q4_0, q8_0: d then qs) or of q8_0 grouped (kQ8_0G: the eight scales, then the codes).
 template <Type T>
-__device__ __forceinline__ constexpr int q80_scale_at(int b) {
-    return T == kQ8_0G ? q80g_scale_at(b) : 34 * b;
+__device__ __forceinline__ constexpr int legacy_scale_at(int b) {
+    return T == kQ8_0G ? q80g_scale_at(b) : block_bytes(T) * b;
 }
 template <Type T>
-__device__ __forceinline__ constexpr int q80_codes_at(int b) {
-    return T == kQ8_0G ? q80g_codes_at(b) : 34 * b + 2;
+__device__ __forceinline__ constexpr int legacy_codes_at(int b) {
+    return T == kQ8_0G ? q80g_codes_at(b) : block_bytes(T) * b + 2;
 }
 
 // q8_0 (d, qs[32] signed; T = Q8_0 or kQ8_0G): lane t takes blocks t and t + 4 whole; word i gives
@@ -412,8 +412,8 @@ __device__ __forceinline__ void tile_q80(const Item& c, float& y0, float& y1) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const uint32_t o = r ? c.o1 : c.o0;
-            ld_words<8>(o + q80_codes_at<T>(blk), w[r]);
-            dd[r] = valid ? ld_f16(o + q80_scale_at<T>(blk)) * inv_s : 0.0f;
+            ld_words<8>(o + legacy_codes_at<T>(blk), w[r]);
+            dd[r] = valid ? ld_f16(o + legacy_scale_at<T>(blk)) * inv_s : 0.0f;
         }
         float ca[4] = {0.f, 0.f, 0.f, 0.f}, cb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -604,14 +604,6 @@ __device__ __forceinline__ float digits(const int (&a)[4], int r) { return stati
 // nibble and l + 16 in its high one, code - 8): lane t takes blocks t and t + 4 whole. q8_0: MMA m
 // multiplies words 2m, 2m + 1 of qs (columns 8m .. 8m+7 of the block); q4_0: MMAs 0, 1 the low nibbles of
 // words 0-1 and 2-3, MMAs 2, 3 the high ones, and the -8 goes through the block's sums.
-template <Type T>
-__device__ __forceinline__ constexpr int legacy_scale_at(int blk) {
-    return T == Type::Q4_0 ? 18 * blk : q80_scale_at<T>(blk);
-}
-template <Type T>
-__device__ __forceinline__ constexpr int legacy_codes_at(int blk) {
-    return T == Type::Q4_0 ? 18 * blk + 2 : q80_codes_at<T>(blk);
-}
 template <Type T>
 __device__ __forceinline__ void tile8_legacy(const Item8& c, float& y0, float& y1) {
     constexpr bool k8 = T == Type::Q8_0 || T == kQ8_0G;
