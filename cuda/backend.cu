@@ -194,7 +194,7 @@ void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const g
         // exists, on a stream that is synchronized before the model is handed out.
         cuda::q80_group(const_cast<void*>(key), w.rows, w.cols, stream.get());
         m.q80_grouped.insert(key);
-        bytes += static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols / 256) * cuda::mv::kQ80GroupBytes;
+        bytes += w.info->n_bytes;
     }
     stream.sync("q8_0 regrouping");
     cuda::g_q80_grouped.fetch_add(m.q80_grouped.size(), std::memory_order_relaxed);
