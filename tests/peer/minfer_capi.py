@@ -51,7 +51,9 @@ _SIGNATURES = {
 
 
 # every function above; compare_hf.py refuses a library that lacks one
-REQUIRED = tuple(_SIGNATURES)
+# Every symbol libminfer.so must export: all but the test-only hook (a plain library has none, and the
+# peer check refuses a library missing any of these).
+REQUIRED = tuple(name for name in _SIGNATURES if name != "minfer_testing_plant")
 
 
 class MinferError(Exception):
