@@ -82,10 +82,11 @@
 // prompt's earlier passes) ends after the last layer's K/V store. Nothing later reads the other rows'
 // hidden states. At 2,048 prompt tokens on the 7B that drops about 3% of the call's matmul work (the o,
 // gate/up and down GEMMs of one layer of 28) and the last layer's attention. 0: every row through every
-// layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); off until measured on the
-// H200 (device::testing::cuda_prune_last turns it on or off at run time for the tests).
+// layer (the A/B knob). Written without a GPU (2026-12-04, seventh session); measured on the H200 with
+// MINFER_Q16 (docs/perf.md, 2026-12-05): pp2048 +2-5% on the 7B's q4_K_M, q8_0 and f16 files and the 8B's
+// q4_K_M, every round; on (device::testing::cuda_prune_last turns it on or off at run time for the tests).
 #ifndef MINFER_PRUNE_LAST
-#define MINFER_PRUNE_LAST 0
+#define MINFER_PRUNE_LAST 1
 #endif
 
 // The layers of a prefill step (every run of it two tokens or more) whose q/k/v come from the concatenated
@@ -95,10 +96,10 @@
 // at 2,048 tokens on the 7B become 14.7). Not in a step with decode rows (their kernel reads f32 q), nor
 // in a last layer run on the wanted rows alone (MINFER_PRUNE_LAST: its packed rows take the decode
 // kernel), nor where q_ holds the q product qkv_finish reads. 0: f32 q everywhere (the A/B knob).
-// Written without a GPU (2026-12-04, seventh session); off until measured (device::testing::cuda_q16
-// turns it on or off for the tests).
+// Written without a GPU (2026-12-04, seventh session); measured on the H200 together with
+// MINFER_PRUNE_LAST (their sum above), on (device::testing::cuda_q16 turns it on or off for the tests).
 #ifndef MINFER_Q16
-#define MINFER_Q16 0
+#define MINFER_Q16 1
 #endif
 
 namespace minfer::device {

@@ -111,10 +111,11 @@ class GemmTuner;  // cuda/cublas.cuh
 // staged kernel streams q8_0 at 2.4-3.0 TB/s on the 7B's shapes against the direct-load q4_K kernel's 3.85
 // (docs/perf.md), and q8_0's earlier direct loads, from the file's layout, lost 2% end to end to their
 // overlapping loads and selects (24 16-byte loads a group of 17 units). 0: no regrouping (the A/B knob).
-// Written without a GPU (2026-12-05, eighth session); off until measured on the H200
+// Written without a GPU (2026-12-05, eighth session); measured on the H200 (docs/perf.md, 2026-12-05):
+// the 7B's q8_0 tg128 318.7 -> 412.2-412.8 t/s (+29%), at depth 8,192 286.3 -> 362.9-365.7; on
 // (device::testing::cuda_q80_groups turns it on or off at run time for the tests, for models loaded after).
 #ifndef MINFER_Q80_GROUPS
-#define MINFER_Q80_GROUPS 0
+#define MINFER_Q80_GROUPS 1
 #endif
 
 namespace minfer::device {
