@@ -32,6 +32,8 @@ namespace {
 std::atomic<uint64_t> g_f16_groups{0};  // device::testing::cuda_f16_groups: groups uploaded by cuda_load
 device::RuntimeKnob<MINFER_Q80_GROUPS> g_q80_groups;  // device::testing::cuda_q80_groups
 std::atomic<uint64_t> g_q80_grouped{0};               // device::testing::cuda_q80_grouped: matrices regrouped
+device::RuntimeKnob<MINFER_Q6K_PAD> g_q6k_pad;        // device::testing::cuda_q6k_pad
+std::atomic<uint64_t> g_q6k_padded{0};                // device::testing::cuda_q6k_padded: matrices copied
 }  // namespace
 
 void check(cudaError_t err, const char* what) {
@@ -203,6 +205,43 @@ void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const g
                  m.q80_grouped.size(), mib(bytes).c_str());
 }
 
+// MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
+// `weights`, all in one allocation, made only where kW16Reserve stays free after it (else none, logged);
+// CudaModel::one_input names them from then on.
+void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    std::vector<std::pair<const gguf::TensorInfo*, uint64_t>> todo;  // each weight and its copy's offset
+    std::unordered_set<const gguf::TensorInfo*> seen;
+    uint64_t bytes = 0;
+    for (const gguf::TensorInfo* t : weights) {
+        if (!t || static_cast<quant::Type>(t->type) != quant::Type::Q6_K || !seen.insert(t).second) continue;
+        const engine::Weight w = engine::Weight::of(t);
+        if (w.cols % 256 != 0) continue;
+        todo.emplace_back(t, bytes);
+        bytes += (static_cast<uint64_t>(w.rows * cuda::mv::q6kp_row_bytes(w.cols)) + 255) / 256 * 256;
+    }
+    if (todo.empty()) return;
+    size_t free_b = 0, total_b = 0;
+    check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    if (bytes + kW16Reserve > free_b) {
+        log_line(log_level, MINFER_LOG_INFO, "CUDA: no padded q6_K copies for the mat-vecs (MINFER_Q6K_PAD): they need %s and %s is free "
+                 "(keeping %s for contexts)", mib(bytes).c_str(), mib(free_b).c_str(), mib(kW16Reserve).c_str());
+        return;
+    }
+    m.q6k_arena = DeviceMemory(bytes, nullptr, "padded q6_K copies");
+    cuda::Stream stream;
+    for (const auto& [t, at] : todo) {
+        const engine::Weight w = engine::Weight::of(t);
+        const WeightKey key = m.device_of(w);
+        uint8_t* dst = m.q6k_arena.as<uint8_t>() + at;
+        cuda::q6k_pad(key, dst, w.rows, w.cols, stream.get());
+        m.q6k_padded.emplace(key, dst);
+    }
+    stream.sync("q6_K padding");
+    cuda::g_q6k_padded.fetch_add(m.q6k_padded.size(), std::memory_order_relaxed);
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu q6_K matrices copied padded for the mat-vecs (MINFER_Q6K_PAD): %s", m.q6k_padded.size(),
+             mib(bytes).c_str());
+}
+
 // The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
 // and its gate and up, where every member is an f16 tensor of the same width, appears once, and takes a
 // multiple of 256 bytes (so the next one follows directly: PrefillGemm::run_concat checks the adjacency
@@ -311,6 +350,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         }
         if (m->path == PrefillPath::w16_cache && cuda::g_q80_groups.on()) group_q80(*m, convert, embedding, log_level);
     }
+    if (cuda::g_q6k_pad.on()) pad_q6k(*m, matmul_weights, log_level);
     log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
              m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
     return m;
@@ -322,7 +362,7 @@ double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
-    v.weights = m.registry.device_bytes();
+    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes();
     v.w16_cache = m.w16_bytes.load();
     v.kv_cache = m.kv_bytes.load();
     v.scratch = m.scratch_bytes.load();
@@ -761,6 +801,9 @@ std::vector<uint8_t> cuda_download(const void* device, uint64_t bytes) {
 uint64_t cuda_f16_groups() { return cuda::g_f16_groups.load(); }
 int cuda_q80_groups(int mode) { return cuda::g_q80_groups.set(mode); }
 uint64_t cuda_q80_grouped() { return cuda::g_q80_grouped.load(); }
+int cuda_q6k_pad(int mode) { return cuda::g_q6k_pad.set(mode); }
+uint64_t cuda_q6k_padded() { return cuda::g_q6k_padded.load(); }
+uint64_t cuda_q6k_pad_reads() { return cuda::q6kp_matvec_launches(); }
 
 uint64_t cuda_concat_gemms(uint64_t* f16_out) {
     if (f16_out) *f16_out = cuda::g_concat_gemms16.load();
@@ -851,8 +894,13 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
     inputs_landed();
     if (t == cuda::mv::kQ8_0G) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());  // q8_0 given
+    DeviceMemory padded;
+    if (t == cuda::mv::kQ6_KP) {  // q6_K given: its padded copy
+        padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q6kp_row_bytes(cols)), nullptr, "padded W");
+        cuda::q6k_pad(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());
+    }
     cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get(), ncols);
-    const void* w = dw.as<void>();
+    const void* w = padded.as<void>() ? padded.as<void>() : dw.as<void>();
     float* y = dy.as<float>();
     cuda::matvec_xq(t, 1, &w, &rows, cols, dq.as<void>(), &y, stream.get(), false, ncols);
     stream.sync("matvec_xq");

@@ -63,6 +63,39 @@ __host__ __device__ inline void q80_regroup(const uint8_t* src, uint8_t* dst) {
     }
 }
 
+// ---- q6_K padded: a device-side copy of q6_K matrices for the one-token mat-vec --------------------------
+//
+// kQ6_KP names the copy the load makes of q6_K matmul weights (cuda/backend.cu, MINFER_Q6K_PAD) for the
+// one-token dp4a mat-vec (DpQ6KP, cuda/matvec_impl.cuh), the only reader of it. Each 210-byte super-block
+// of the file (ql[128], qh[64], scales[16], d) becomes 224 bytes (7 sectors of 32, so every block of every
+// row starts on a 32-byte boundary), arranged for that kernel's thread units p = 4n + v (n, v as
+// Staged<Q6_K>'s: the 32 columns 128 n + 32 g + 8 v + 0..7, g = 0..3): bytes 16p .. 16p + 7 hold ql[64n +
+// 8v ..] and 16p + 8 .. 16p + 15 ql[64n + 32 + 8v ..] (one 16-byte load), 128 + 8p .. 128 + 8p + 7 qh[32n +
+// 8v ..] (one 8-byte load), 192 .. 207 the scales, 208 .. 209 d, then 14 zeros. A unit takes four loads
+// where the file's 2-byte aligned blocks cost a thread ten and funnel shifts (DpQ6K) or staging through
+// shared memory; 224/210 of the file's bytes are read. (A layout of the file's size, each row's 208-byte
+// bodies back to back and then their d's, measured the same end to end on the H200: faster on the short
+// launches, 12% slower on the output projection, docs/perf.md.) Not a GGUF type (quant/types.h).
+constexpr quant::Type kQ6_KP = quant::Type::Q6_K_PADDED_DEVICE;
+constexpr int kQ6KPBlockBytes = 224;
+__host__ __device__ constexpr int q6kp_ql_at(int p) { return 16 * p; }      // 16 bytes: ql[64n + 8v ..], ql[64n + 32 + 8v ..]
+__host__ __device__ constexpr int q6kp_qh_at(int p) { return 128 + 8 * p; }  // 8 bytes: qh[32n + 8v ..]
+constexpr int kQ6KPScales = 192, kQ6KPD = 208;
+__host__ __device__ constexpr int64_t q6kp_row_bytes(int64_t cols) { return kQ6KPBlockBytes * (cols / 256); }
+// One block from the file's layout (src, 210 bytes) to the padded one (dst, 224 bytes).
+__host__ __device__ inline void q6k_pad_block(const uint8_t* src, uint8_t* dst) {
+    for (int p = 0; p < 8; ++p) {
+        const int n = p >> 2, v = p & 3;
+        for (int i = 0; i < 8; ++i) {
+            dst[q6kp_ql_at(p) + i] = src[64 * n + 8 * v + i];
+            dst[q6kp_ql_at(p) + 8 + i] = src[64 * n + 32 + 8 * v + i];
+            dst[q6kp_qh_at(p) + i] = src[128 + 32 * n + 8 * v + i];
+        }
+    }
+    for (int i = 0; i < 18; ++i) dst[kQ6KPScales + i] = src[192 + i];  // scales, d
+    for (int i = 210; i < kQ6KPBlockBytes; ++i) dst[i] = 0;
+}
+
 // The 6-bit scales (sc) and mins (mn) of sub-blocks 0-3 (t < 2) or 4-7 (t >= 2) of a q4_K/q5_K
 // super-block whose first 16 bytes are h (d, dmin, scales[12]): byte j of sc and mn is sub-block
 // 4 (t >> 1) + j's.

@@ -139,6 +139,12 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
+    // What the one-input int8 mat-vec reads instead (CudaModel::one_input: a padded q6_K copy), or null.
+    quant::Type type1 = quant::Type::F32;
+    const void* w1 = nullptr;
+
+    // The matrix for the int8 mat-vec over ncols inputs.
+    Mat for_xq(int ncols) const { return ncols == 1 && w1 ? Mat{type1, w1, rows, cols, name} : *this; }
 };
 
 struct LayerDev {
@@ -248,7 +254,8 @@ public:
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
-            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
+            const auto [w1, type1] = m_->one_input(key, w.type);
+            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), type1, w1 == key ? nullptr : w1};
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {
@@ -565,19 +572,26 @@ private:
         auto i8w = [&](const Mat& w, int ncols) { return int8_ && cuda::matvec_int8_supported(w.type, ncols) && w.cols % 32 == 0; };
         auto i8 = [&](const Mat& w) { return (single || few) && i8w(w, n); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
-        // width share a launch. Several tokens: only int8 weights (xq holds n vectors).
+        // width share a launch (the int8 mat-vec's matrices as Mat::for_xq gives them). Several tokens: only
+        // int8 weights (xq holds n vectors).
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
             const Mat* const* wm = ws.begin();
             float* const* ym = ys.begin();
             const int nm = static_cast<int>(ws.size());
             for (int i = 0; i < nm;) {
+                const bool int8 = i8(*wm[i]);
+                auto take = [&](int e) { return int8 ? wm[e]->for_xq(n) : *wm[e]; };
+                const Mat first = take(i);
+                const void* w[3] = {first.w};
+                int64_t r[3] = {first.rows};
                 int j = i + 1;
-                while (j < nm && wm[j]->type == wm[i]->type && wm[j]->cols == wm[i]->cols) ++j;
-                const void* w[3];
-                int64_t r[3];
-                for (int e = i; e < j; ++e) w[e - i] = wm[e]->w, r[e - i] = wm[e]->rows;
-                if (i8(*wm[i])) cuda::matvec_xq(wm[i]->type, j - i, w, r, wm[i]->cols, xq, ym + i, s(), false, n);
-                else cuda::matvec_multi(wm[i]->type, j - i, w, r, wm[i]->cols, in, ym + i, s());
+                for (; j < nm; ++j) {
+                    const Mat next = take(j);
+                    if (next.type != first.type || next.cols != first.cols) break;
+                    w[j - i] = next.w, r[j - i] = next.rows;
+                }
+                if (int8) cuda::matvec_xq(first.type, j - i, w, r, first.cols, xq, ym + i, s(), false, n);
+                else cuda::matvec_multi(first.type, j - i, w, r, first.cols, in, ym + i, s());
                 i = j;
             }
         };
@@ -709,7 +723,8 @@ private:
             }
             if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
-                cuda::matvec_xq(L.wo.type, 1, &L.wo.w, &L.wo.rows, L.wo.cols, xq, &x, s(), true, n);  // x += Wo att
+                const Mat wo = L.wo.for_xq(n);
+                cuda::matvec_xq(wo.type, 1, &wo.w, &wo.rows, wo.cols, xq, &x, s(), true, n);  // x += Wo att
             } else {
                 add_to_x(L.wo, att, att16 != nullptr);  // x += Wo att
             }
@@ -723,7 +738,8 @@ private:
                 joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
                     cuda::quantize_x(gate, up, c.n_ff, xq, s());
-                    cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true);
+                    const Mat down = L.down.for_xq(1);
+                    cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, xq, &x, s(), true);
                 } else {
                     cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
                 }
@@ -769,7 +785,8 @@ private:
         }
         float* logits = logits_.as<float>() + out0 * static_cast<size_t>(c.n_vocab);
         if (out8) {
-            cuda::matvec_xq(output_.type, 1, &output_.w, &output_.rows, output_.cols, xq, &logits, s(), false, n_rows);
+            const Mat out = output_.for_xq(n_rows);
+            cuda::matvec_xq(out.type, 1, &out.w, &out.rows, out.cols, xq, &logits, s(), false, n_rows);
         } else if (n_rows > 1 && (output_.type == quant::Type::F16 || m_->w16_of(output_.w) ||
                                   gemm_->narrow_quant(output_.type, output_.w, n_rows, output_.cols))) {
             gemm_->run(output_.type, output_.w, output_.rows, output_.cols, xb, n_rows, logits, output_.name);

@@ -50,7 +50,8 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 // Whether the int8 path takes type t for ncols input columns: the four types above for 1 to
-// kMatvecMaxCols, and q5_K for one (unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu).
+// kMatvecMaxCols, and q5_K and padded q6_K (mv::kQ6_KP, q6k_pad below) for one (q5_K unless built with
+// -DMINFER_DP4A_Q5K=0, cuda/matvec.cu).
 bool matvec_int8_supported(quant::Type t, int ncols = 1);
 int64_t matvec_xq_bytes(int64_t cols);
 void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);
@@ -64,6 +65,12 @@ void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, 
 // matrices that have an f16 copy and are not the embedding table; its dequantization sweep, a timing,
 // reads them as q8_0 and discards the values).
 void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream);
+// Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
+// that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
+// bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).
+void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
+// The mat-vec launches on padded q6_K copies in this process so far (a test's proof that the copies are read).
+uint64_t q6kp_matvec_launches();
 // The same product by the simple per-8-element kernel (deq8, f32 FMAs): the path of q8_1 and q8_K, and
 // the baseline that tests/bench_matvec compares against.
 void matvec_reference(quant::Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y,

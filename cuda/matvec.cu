@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdint>
 
 #include "cuda/common.cuh"
@@ -54,6 +55,7 @@ bool dispatch_matvec_type(Type t, F&& f) {
 }
 
 using namespace mv;
+std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
 // ---- the reference kernel ---------------------------------------------------------------------------------
@@ -203,10 +205,22 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #endif
 // F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ6K q6_K),
 // whose threads take 32 columns of a row each (cols / 32 of them a row) whatever the format.
+// The padded q6_K copy's kernel (DpQ6KP, MINFER_Q6K_PAD in cuda/model.cuh) has knobs of its own, the
+// q4_K kernel's by default: -DMINFER_DP4A_Q6KP_ROWS=N, -DMINFER_DP4A_Q6KP_PREFETCH=-1 (the policy), 0 or 1.
+#ifndef MINFER_DP4A_Q6KP_ROWS
+#define MINFER_DP4A_Q6KP_ROWS MINFER_DP4A_ROWS
+#endif
+#ifndef MINFER_DP4A_Q6KP_PREFETCH
+#define MINFER_DP4A_Q6KP_PREFETCH MINFER_DP4A_PREFETCH
+#endif
 template <class F>
-constexpr int kDp4aRows = std::is_same_v<F, DpQ6K> ? MINFER_DP4A_Q6K_ROWS : MINFER_DP4A_ROWS;
+constexpr int kDp4aRows = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_ROWS
+                          : std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_ROWS
+                                                      : MINFER_DP4A_ROWS;
 template <class F>
-constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K> ? MINFER_DP4A_Q6K_PREFETCH : MINFER_DP4A_PREFETCH;
+constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_PREFETCH
+                              : std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_PREFETCH
+                                                          : MINFER_DP4A_PREFETCH;
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = kDp4aRows<F>;
@@ -349,6 +363,30 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     int64_t total = 0;
     for (int i = 0; i < n; ++i) total += std::max<int64_t>(rows[i], 0);
     if (total == 0 || cols <= 0) return;
+    if (t == kQ6_KP) {  // the load's padded q6_K copy (cuda/block_bits.cuh): read by the one-input dp4a kernel alone
+        if (!xq || ncols != 1 || !MINFER_MATVEC_DP4A)
+            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: padded q6_K takes one int8 input column (%d given%s)", ncols, xq ? "" : ", f32");
+        for (int i0 = 0; i0 < n;) {
+            int i1 = i0 + 1;  // one launch while every segment but the last ends on a 16-row tile (a CTA's rows in one segment)
+            while (i1 < n && rows[i1 - 1] % kTileRows == 0) ++i1;
+            Segments seg;
+            int64_t end = 0;
+            for (int i = i0; i < i1; ++i) {
+                seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
+                seg.y[seg.n] = y[i];
+                end += std::max<int64_t>(rows[i], 0);
+                seg.end[seg.n++] = end;
+            }
+            for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
+            if (end > 0) {
+                launch_dp4a<DpQ6KP>(seg, cols, xq, stream, accumulate);
+                g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
+            }
+            i0 = i1;
+        }
+        check_launch("matvec");
+        return;
+    }
     if (t == kQ8_0G && cols % 256 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: grouped q8_0 of %lld columns (whole 256-column groups only)", static_cast<long long>(cols));
     const bool known = dispatch_matvec_type(t, [&](auto tag) {
@@ -420,6 +458,7 @@ void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gat
 }
 
 bool matvec_int8_supported(Type t, int ncols) {
+    if (t == kQ6_KP) return MINFER_MATVEC_DP4A && ncols == 1;
     bool yes = false;
     dispatch_matvec_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
     return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
@@ -477,6 +516,25 @@ void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream) {
     const int64_t groups = rows * (cols / 256);
     q80_group_kernel<<<blocks_for(groups, 256), 256, 0, stream>>>(static_cast<uint8_t*>(w), groups);
     check_launch("q80_group");
+}
+
+namespace {
+__global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks) {
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (b < blocks) q6k_pad_one(src, dst, b);
+}
+}  // namespace
+
+uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
+
+void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (cols % 256 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "q6k_pad: %lld columns (a multiple of 256), a 2-byte aligned source and a 16-byte aligned copy",
+             static_cast<long long>(cols));
+    const int64_t blocks = rows * (cols / 256);
+    q6k_pad_kernel<<<blocks_for(blocks, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), blocks);
+    check_launch("q6k_pad");
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

@@ -1891,6 +1891,52 @@ struct DpQ6K {
     }
 };
 
+// ---- q6_K padded (kQ6_KP) by dp4a on direct loads (int8 input, one column) -----------------------------
+//
+// matvec_dp4a_kernel<DpQ6KP> takes DpQ6K's units from the load's padded copy (cuda/block_bits.cuh: 224-byte
+// blocks, 32-byte aligned, each unit's codes where one 16-byte and one 8-byte load reach them): per unit
+// and row those two loads (streamed past L1), the half's 8 scales as one 8-byte load and d as a 2-byte
+// load (both through L1: the 4 threads of a half share the scales, the 8 of a block d). Four loads where
+// DpQ6K issues ten, and no selects or funnel shifts; the same sectors of DRAM. The arithmetic is
+// q6k_unit's, as DpQ6K's and the staged kernel's.
+struct DpQ6KP {
+    static constexpr int kGroup = kQ6KPBlockBytes;  // a super-block: units p = 0..7
+    struct W {
+        uint4 q;   // ql[64n + 8v ..], ql[64n + 32 + 8v ..]
+        uint2 qh;  // qh[32n + 8v ..]
+        uint2 sc;  // scales[8n ..]
+        uint32_t d;
+    };
+    __device__ static W load(const uint8_t* b, int p) {
+        W w;
+        w.q = ld_stream(reinterpret_cast<const uint4*>(b + q6kp_ql_at(p)));
+        w.qh = ld_stream8(reinterpret_cast<const uint2*>(b + q6kp_qh_at(p)));
+        w.sc = ld_w64(reinterpret_cast<const uint2*>(b + kQ6KPScales + 8 * (p >> 2)));
+        w.d = ld_w16(reinterpret_cast<const uint16_t*>(b + kQ6KPD));
+        return w;
+    }
+    using X = Q6kX;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
+        X x;
+        q6k_input(x, xq, cols, rec, c >> 3, p);
+        return x;
+    }
+    __device__ static float dot(const W& w, int p, const X& x) {
+        const uint32_t qa[2] = {w.q.x, w.q.y}, qb[2] = {w.q.z, w.q.w}, qh[2] = {w.qh.x, w.qh.y}, sc[2] = {w.sc.x, w.sc.y};
+        return f16_lo(w.d) * q6k_unit(qa, qb, qh, sc, p & 3, x);
+    }
+};
+
+// The load's padded copy of a q6_K matrix: block b of the file's layout (src, 2-byte aligned) into dst (a
+// 16-byte aligned matrix of 224-byte blocks), one thread a block (cuda/matvec.cu's q6k_pad).
+__device__ __forceinline__ void q6k_pad_one(const uint8_t* src, uint8_t* dst, int64_t b) {
+    alignas(16) uint8_t out[kQ6KPBlockBytes];
+    q6k_pad_block(src + b * static_cast<int64_t>(sizeof(quant::BlockQ6_K)), out);
+    uint4* d = reinterpret_cast<uint4*>(dst + b * kQ6KPBlockBytes);
+#pragma unroll
+    for (int i = 0; i < kQ6KPBlockBytes / 16; ++i) d[i] = reinterpret_cast<const uint4*>(out)[i];
+}
+
 // Bytes of one row's slot: the span (at most 14 bytes before the group, 15 after), ld_words' overrun of
 // 4, rounded to an odd number of 16-byte units (rows' slots start in different banks).
 template <Type T>

@@ -126,6 +126,7 @@ __device__ __forceinline__ uint2 ld_stream8(const uint2* p) {
     return v;
 }
 // Read-only weight headers (block scales) shared by a block's threads, kept in L1.
+__device__ __forceinline__ uint2 ld_w64(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t ld_w32(const uint32_t* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t ld_w16(const uint16_t* p) { return __ldg(p); }
 

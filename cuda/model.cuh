@@ -118,6 +118,19 @@ class GemmTuner;  // cuda/cublas.cuh
 #define MINFER_Q80_GROUPS 1
 #endif
 
+// q6_K matrices copied at load into a padded layout for the one-token mat-vec (cuda/block_bits.cuh,
+// kQ6_KP): after the upload (and the warm pass, if any), each distinct q6_K matmul weight gets a copy in
+// 224-byte blocks, 32-byte aligned, that the one-input dp4a kernel (DpQ6KP) reads with four loads a unit and
+// no shifts, where the file's 210-byte blocks, 2-byte aligned, go through shared memory (the staged kernel,
+// 2.3 TB/s on the 7B's down projection) or ten loads and funnel shifts a unit (DpQ6K, 2.9 TB/s on its
+// output projection; docs/perf.md). The file's bytes stay for every other reader (several tokens, the
+// GEMMs, the f16-input kernels): the copy costs 224/210 of the q6_K bytes in device memory (1.2 GB for a
+// 7B q4_K_M file), and is made only where it leaves kW16Reserve free. 0: no copy (the A/B knob; the tests
+// turn it on or off at run time, device::testing::cuda_q6k_pad).
+#ifndef MINFER_Q6K_PAD
+#define MINFER_Q6K_PAD 1
+#endif
+
 namespace minfer::device {
 
 // A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
@@ -161,6 +174,17 @@ public:
     std::unordered_set<WeightKey> q80_grouped;
     quant::Type device_type(WeightKey key, quant::Type file_type) const {
         return q80_grouped.count(key) ? cuda::mv::kQ8_0G : file_type;
+    }
+
+    // The padded q6_K copies (MINFER_Q6K_PAD above) by the weight they copy, in one allocation.
+    cuda::DeviceMemory q6k_arena;
+    std::unordered_map<WeightKey, const void*> q6k_padded;
+    // The matrix and type the one-input int8 mat-vec reads for a weight: its padded copy as
+    // cuda::mv::kQ6_KP where it has one, else the weight itself as device_type names it.
+    std::pair<const void*, quant::Type> one_input(WeightKey key, quant::Type file_type) const {
+        auto it = q6k_padded.find(key);
+        return it == q6k_padded.end() ? std::pair<const void*, quant::Type>{key, device_type(key, file_type)}
+                                      : std::pair<const void*, quant::Type>{it->second, cuda::mv::kQ6_KP};
     }
 
     WeightKey device_of(const engine::Weight& w) const {

@@ -212,7 +212,7 @@ MINFER_API int32_t minfer_model_tied_output(const minfer_model* model);
 /* Device (GPU) memory of a model in bytes, by category; all zero on the CPU backend. The KV cache and
    scratch figures cover the model's contexts that are alive at the time of the call. */
 typedef struct minfer_vram {
-    uint64_t weights;   /* the uploaded weights (the weight registry) */
+    uint64_t weights;   /* the uploaded weights (the weight registry) and device-side copies of some for decode */
     uint64_t w16_cache; /* the persistent f16 copy of quantized matmul weights */
     uint64_t kv_cache;  /* KV caches */
     uint64_t scratch;   /* activations, dequantization and attention scratch */

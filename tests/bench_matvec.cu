@@ -13,7 +13,8 @@
 // input's quantization; --cols N times it over N inputs in one launch, the few-token path, its err that
 // of input 0 and its GB/s counting the weights once);
 // Type q8_0g: q8_0 blocks regrouped on the device for the mat-vecs (cuda::q80_group, MINFER_Q80_GROUPS) after
-// the reference kernel has read them.
+// the reference kernel has read them. Type q6_kp: q6_K blocks copied padded on the device (cuda::q6k_pad,
+// MINFER_Q6K_PAD), int8 column only (its one reader), its GB/s counting the copy's bytes.
 // --old also times that reference kernel (the previous decode mat-vec); --hot times every launch on copy 0
 // (a matrix smaller than the L2 then comes from it: what a kernel costs apart from HBM). A short table is
 // printed last.
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "bench_common.cuh"
+#include "cuda/block_bits.cuh"  // mv::q6kp_row_bytes
 #include "cuda/kernels.cuh"
 #include "quant/quant.h"
 #include "quant/types.h"
@@ -94,6 +96,7 @@ const TypeCase kTypes[] = {
     {Type::Q2_K, 80, 82, false}, {Type::Q3_K, 108, -1, false}, {Type::Q4_K, 0, 2, false},  {Type::Q5_K, 0, 2, false},
     {Type::Q6_K, 208, -1, false}, {Type::Q8_1, 0, 2, false},   {Type::Q8_K, -1, -1, true},
     {Type::Q8_0_GROUPED_DEVICE, 0, -1, false},  // "q8_0g": q8_0 blocks regrouped on the device (cuda::q80_group)
+    {Type::Q6_K_PADDED_DEVICE, 208, -1, false},   // "q6_kp": q6_K blocks copied padded on the device (cuda::q6k_pad)
 };
 struct Shape {
     int64_t rows, cols;
@@ -212,10 +215,11 @@ int main(int argc, char** argv) {
     uint64_t seed = 1000;
     for (const TypeCase& tc : kTypes) {
         // q8_0g: filled and checked as q8_0 (the reference kernel reads the file's layout), then regrouped
-        const bool grouped = tc.t == Type::Q8_0_GROUPED_DEVICE;
-        const Type st = grouped ? Type::Q8_0 : tc.t;  // the type of the bytes filled
+        // q6_kp: filled and checked as q6_K, then copied padded (the int8 column reads the copies)
+        const bool grouped = tc.t == Type::Q8_0_GROUPED_DEVICE, pad = tc.t == Type::Q6_K_PADDED_DEVICE;
+        const Type st = grouped ? Type::Q8_0 : pad ? Type::Q6_K : tc.t;  // the type of the bytes filled
         const auto& info = minfer::quant::type_info(st);
-        const char* name = grouped ? "q8_0g" : info.name;
+        const char* name = grouped ? "q8_0g" : pad ? "q6_kp" : info.name;
         if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
         for (const Shape& sh : kShapes) {
             const uint64_t row_bytes = minfer::quant::row_bytes(st, sh.cols);
@@ -244,8 +248,18 @@ int main(int argc, char** argv) {
             matvec_old(st, w, sh.rows, sh.cols, x, yr, s);
             if (grouped)
                 for (int c = 0; c < copies; ++c) minfer::cuda::q80_group(w + c * stride, sh.rows, sh.cols, s);
+            // the int8 column's weights: the padded copies (q6_kp), else w
+            uint8_t* w8 = w;
+            uint64_t bytes8 = bytes, stride8 = stride;
+            if (pad) {
+                bytes8 = static_cast<uint64_t>(sh.rows * minfer::cuda::mv::q6kp_row_bytes(sh.cols));
+                stride8 = (bytes8 + 255) / 256 * 256;
+                ck(cudaMalloc(&w8, stride8 * copies), "cudaMalloc padded weights");
+                for (int c = 0; c < copies; ++c) minfer::cuda::q6k_pad(w + c * stride, w8 + c * stride8, sh.rows, sh.cols, s);
+            }
             ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
-            matvec_new(tc.t, w, sh.rows, sh.cols, x, y, s);
+            if (!pad) matvec_new(tc.t, w, sh.rows, sh.cols, x, y, s);
+            else matvec_old(st, w, sh.rows, sh.cols, x, y, s);  // no f32-input kernel reads the copy
             std::vector<float> a(sh.rows), b(sh.rows);
             ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
             ck(cudaMemcpyAsync(b.data(), yr, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
@@ -259,18 +273,22 @@ int main(int argc, char** argv) {
             const double err = std::sqrt(num / std::max(den, 1e-300));
 
             const double moved = double(bytes) + 4.0 * sh.cols + 4.0 * sh.rows;
-            const float us = time_launches(matvec_new, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, y, reps, s);
-            const double gbs = moved / (us * 1e-6) / 1e9;
             char shape[32];
             std::snprintf(shape, sizeof shape, "%lldx%lld", static_cast<long long>(sh.rows), static_cast<long long>(sh.cols));
-            std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", name, shape, sh.what, us, gbs,
-                          100.0 * gbs / copy_gbs, err);
+            if (pad) {
+                std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9s %8s %6s %9s", name, shape, sh.what, "-", "-", "-", "-");
+            } else {
+                const float us = time_launches(matvec_new, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, y, reps, s);
+                const double gbs = moved / (us * 1e-6) / 1e9;
+                std::snprintf(line, sizeof line, "%-6s %-15s %-12s %9.2f %8.0f %5.0f%% %9.1e", name, shape, sh.what, us, gbs,
+                              100.0 * gbs / copy_gbs, err);
+            }
             std::string row = line;
             if (minfer::cuda::matvec_int8_supported(tc.t, g_ncols)) {
                 ck(cudaMalloc(&g_xq, static_cast<size_t>(g_ncols * minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
                 minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s, g_ncols);
                 ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
-                matvec_i8(tc.t, w, sh.rows, sh.cols, x, y, s);
+                matvec_i8(tc.t, w8, sh.rows, sh.cols, x, y, s);
                 ck(cudaMemcpyAsync(a.data(), y, sh.rows * sizeof(float), cudaMemcpyDeviceToHost, s), "download");
                 ck(cudaStreamSynchronize(s), "int8 mat-vec");
                 double n8 = 0;
@@ -278,8 +296,8 @@ int main(int argc, char** argv) {
                     const double d = double(a[i]) - b[i];
                     n8 += std::isfinite(a[i]) ? d * d : INFINITY;
                 }
-                const float us8 = time_launches(matvec_i8, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, y, reps, s);
-                const double moved8 = double(bytes) + g_ncols * (double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows);
+                const float us8 = time_launches(matvec_i8, tc.t, w8, stride8, timed_copies, sh.rows, sh.cols, x, y, reps, s);
+                const double moved8 = double(bytes8) + g_ncols * (double(minfer::cuda::matvec_xq_bytes(sh.cols)) + 4.0 * sh.rows);
                 std::snprintf(line, sizeof line, " %9.2f %8.0f %9.1e", us8, moved8 / (us8 * 1e-6) / 1e9, std::sqrt(n8 / std::max(den, 1e-300)));
                 row += line;
                 cudaFree(g_xq);
@@ -296,6 +314,7 @@ int main(int argc, char** argv) {
             std::printf("%s\n", row.c_str());
             std::fflush(stdout);
             table.push_back(row);
+            if (w8 != w) cudaFree(w8);
             cudaFree(w);
             cudaFree(x);
             cudaFree(y);

@@ -549,7 +549,8 @@ TEST_SUITE("cuda") {
         };
         uint64_t seed = 900;
         // kt: the type the kernels are given (q8_0's bytes regrouped on the device for Q8_0_GROUPED_DEVICE,
-        // the hooks' other meaning of it); t: the bytes' own, for the reference.
+        // q6_K's copied padded for Q6_K_PADDED_DEVICE: the hooks' other meanings of them); t: the bytes' own,
+        // for the reference. The padded copy has the one-input int8 path alone.
         auto check_case = [&](Type t, int64_t rows, int64_t cols, const std::vector<uint8_t>& bytes, Type kt) {
             const auto wf = dequantize(t, bytes, rows, cols);
             const auto zeroed = zero_codes(t, bytes);
@@ -595,9 +596,15 @@ TEST_SUITE("cuda") {
                     }
                     CHECK(worst < 1e-5);
                 };
-                check_y(device::testing::cuda_matvec(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x), x);
+                const bool padded = kt == Type::Q6_K_PADDED_DEVICE;
+                if (padded) {
+                    REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1));
+                    REQUIRE_FALSE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 2));
+                } else {
+                    check_y(device::testing::cuda_matvec(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x), x);
+                }
                 // The int8 family always has the path; q5_K for one column where built with it (cuda/matvec.cu).
-                const bool int8_family = t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K;
+                const bool int8_family = !padded && (t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K);
                 if (int8_family) REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 8));
                 if (device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1)) {
                     INFO("int8 path");
@@ -675,9 +682,17 @@ TEST_SUITE("cuda") {
                     INFO("regrouped on the device");
                     check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
                 }
+                // q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): every shape (the kernel in CTAs
+                // of 4, 2 and 1 warps; 1 to 74 blocks a row)
+                if (t == Type::Q6_K) {
+                    INFO("padded copy");
+                    check_case(t, rows, cols, bytes, Type::Q6_K_PADDED_DEVICE);
+                }
                 if (!plain && rows * cols <= 100000) {
                     INFO("raw random blocks");
-                    check_case(t, rows, cols, random_blocks(t, rows, cols, seed++), t);
+                    const auto raw = random_blocks(t, rows, cols, seed++);
+                    check_case(t, rows, cols, raw, t);
+                    if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
                 }
             }
         }
@@ -908,6 +923,7 @@ struct KnobMode {
 using PruneLast = KnobMode<device::testing::cuda_prune_last>;  // MINFER_PRUNE_LAST
 using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
 using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GROUPS
+using Q6kPad = KnobMode<device::testing::cuda_q6k_pad>;        // MINFER_Q6K_PAD
 
 // `chunks`: the prefill calls before the decode steps, in tokens.
 std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
@@ -1421,6 +1437,55 @@ TEST_SUITE("cuda") {
         const uint64_t before = device::testing::cuda_q80_grouped();
         batch_against_cpu("q8_0");
         CHECK(device::testing::cuda_q80_grouped() - before == 15);
+    }
+
+    // MINFER_Q6K_PAD (cuda/model.cuh), on by its run-time knob: a padded copy of every distinct q6_K matmul
+    // weight, the embedding table included where it is the output projection (the lookup reads the
+    // file's bytes, which stay): the q6_K files' 15 (14 layer weights and the output, or the tied table),
+    // qwen2-tiny q4_K_M's one (its output; two layers take no wider attn_v or ffn_down). The hooks count the
+    // copies made and the mat-vec launches that read one, so a load that copies nothing, or a forward that
+    // never reads the copies, fails. Then the whole-model comparison against float64 (single tokens through
+    // the copies; the 5-token chunk through the file's bytes by the int8 kernel over several inputs), with
+    // matvec_int8=false too (no launch may read a copy then), and a batch against the CPU. With the knob
+    // off: no copy.
+    TEST_CASE("q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): against float64, batches, none when off") {
+        struct Case {
+            const char *preset, *mix;
+            uint64_t want;
+        };
+        const Case cases[] = {{"qwen2-tiny", "q6_K", 15}, {"qwen3-tiny", "q6_K", 15}, {"qwen2-tiny-tied", "q6_K", 15}, {"qwen2-tiny", "q4_K_M", 1}};
+        {
+            const Q6kPad on(1);
+            for (const Case& k : cases)
+                for (const char* int8 : {"true", "false"}) {
+                    CAPTURE(k.preset);
+                    CAPTURE(k.mix);
+                    CAPTURE(int8);
+                    OptionScope opt;
+                    opt.set("matvec_int8", int8);
+                    const std::string path = synth_model(k.preset, k.mix);
+                    const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads();
+                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
+                    CHECK(device::testing::cuda_q6k_padded() - copies == k.want);
+                    const uint64_t read = device::testing::cuda_q6k_pad_reads() - reads;
+                    if (std::string(int8) == "true") CHECK(read >= k.want);
+                    else CHECK(read == 0);
+                    for (const WholeModelComparison& c : cmp) {
+                        CAPTURE(c.what);
+                        MESSAGE(k.preset, " ", k.mix, " padded q6_K, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+                        CHECK(c.err < kCudaBound);
+                    }
+                }
+            const uint64_t before = device::testing::cuda_q6k_padded();
+            batch_against_cpu("q6_K");
+            CHECK(device::testing::cuda_q6k_padded() - before == 15);
+        }
+        const Q6kPad off(0);
+        const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads();
+        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q6_K"), 2);
+        CHECK(device::testing::cuda_q6k_padded() == copies);
+        CHECK(device::testing::cuda_q6k_pad_reads() == reads);
+        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
     }
 
     // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the

@@ -47,9 +47,12 @@ void scale_fields(Type t, int& f0, int& f1) {
     }
 }
 
-// The GGUF type whose bytes a kernel type holds: q8_0 for its regrouped layout (mv::kQ8_0G), else itself.
-Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t; }
-const char* name_of(Type t) { return t == mv::kQ8_0G ? "q8_0 grouped" : quant::type_info(t).name; }
+// The GGUF type whose bytes a kernel type holds: q8_0 for its regrouped layout (mv::kQ8_0G), q6_K for its
+// padded copy (mv::kQ6_KP), else itself.
+Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t == mv::kQ6_KP ? Type::Q6_K : t; }
+const char* name_of(Type t) {
+    return t == mv::kQ8_0G ? "q8_0 grouped" : t == mv::kQ6_KP ? "q6_K padded" : quant::type_info(t).name;
+}
 
 // A q8_0 matrix (rows of whole 256-column groups) regrouped by the device function the load's kernel
 // runs (mv::q80_group_one, a thread per group), on a copy.
@@ -77,10 +80,48 @@ std::vector<uint8_t> ungrouped(const std::vector<uint8_t>& g) {
     return w;
 }
 
+// A q6_K matrix copied padded by the device function the load's kernel runs (mv::q6k_pad_one, a thread
+// per block).
+std::vector<uint8_t> padded(const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+    REQUIRE(cols % 256 == 0);
+    const int64_t blocks = rows * (cols / 256);
+    REQUIRE(w.size() == static_cast<size_t>(blocks * 210));
+    std::vector<uint8_t> out(static_cast<size_t>(blocks * 224), 0xA5);  // poisoned: every byte must be written
+    const int threads = 64;
+    launch((blocks + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
+        const int64_t b = int64_t{blockIdx.x} * threads + threadIdx.x;
+        if (b < blocks) mv::q6k_pad_one(w.data(), out.data(), b);
+    });
+    return out;
+}
+// Its inverse, written from the layout's description (cuda/block_bits.cuh) rather than from the code: in
+// each 224-byte block, unit p = 4n + v's ql[64n + 8v ..] at 16p, ql[64n + 32 + 8v ..] at 16p + 8, qh[32n +
+// 8v ..] at 128 + 8p, then the scales and d as the file has them at 192 and zeros from 210. A padding byte
+// that is not zero fails.
+std::vector<uint8_t> unpadded(const std::vector<uint8_t>& g) {
+    REQUIRE(g.size() % 224 == 0);
+    std::vector<uint8_t> w(g.size() / 224 * 210);
+    for (size_t b = 0; b < g.size() / 224; ++b) {
+        const uint8_t* s = &g[224 * b];
+        uint8_t* d = &w[210 * b];
+        for (int n = 0; n < 2; ++n)
+            for (int v = 0; v < 4; ++v) {
+                const int p = 4 * n + v;
+                std::memcpy(d + 64 * n + 8 * v, s + 16 * p, 8);
+                std::memcpy(d + 64 * n + 32 + 8 * v, s + 16 * p + 8, 8);
+                std::memcpy(d + 128 + 32 * n + 8 * v, s + 128 + 8 * p, 8);
+            }
+        std::memcpy(d + 192, s + 192, 18);
+        for (int i = 210; i < 224; ++i) REQUIRE(s[i] == 0);
+    }
+    return w;
+}
+
 // Weights: the CPU quantizer's blocks from normal values, or random bytes with benign f16 scales (kQ8_0G:
-// q8_0's, regrouped).
+// q8_0's, regrouped; kQ6_KP: q6_K's, padded).
 std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_bytes, uint64_t seed) {
     if (t == mv::kQ8_0G) return grouped(weights(Type::Q8_0, rows, cols, random_bytes, seed), rows, cols);
+    if (t == mv::kQ6_KP) return padded(weights(Type::Q6_K, rows, cols, random_bytes, seed), rows, cols);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
     if (!random_bytes) {
@@ -122,6 +163,7 @@ std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_byt
 
 std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x) {
     if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w), rows, cols, x);
+    if (t == mv::kQ6_KP) return reference(Type::Q6_K, unpadded(w), rows, cols, x);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     std::vector<double> y(static_cast<size_t>(rows));
@@ -595,7 +637,9 @@ template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
     using F = std::conditional_t<
         T == Type::Q4_0, mv::DpQ40,
-        std::conditional_t<T == Type::Q6_K, mv::DpQ6K, std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, mv::DpK<T == Type::Q5_K>>>>;
+        std::conditional_t<
+            T == Type::Q6_K, mv::DpQ6K,
+            std::conditional_t<T == mv::kQ6_KP, mv::DpQ6KP, std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, mv::DpK<T == Type::Q5_K>>>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -639,6 +683,22 @@ TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matc
 // check).
 TEST_CASE("emulated mat-vec: q6_K by dp4a on direct loads of 2-byte aligned blocks matches float64") {
     check_dp4a<Type::Q6_K>({1, 2, 3, 16, 17, 19}, 9494);
+}
+
+// q6_K copied padded at load (mv::kQ6_KP): its one reader, the dp4a kernel of one input, against float64
+// of the file's blocks, which the test recovers from the padded bytes by the layout's description
+// (unpadded), so a copy and a reader that agree with each other but not with the description fail too.
+TEST_CASE("emulated mat-vec: q6_K padded for the one-token mat-vec (kQ6_KP) by dp4a matches float64") {
+    SUBCASE("the copy") {
+        for (bool random_bytes : {false, true}) {
+            const auto w = weights(Type::Q6_K, 5, 768, random_bytes, 4343);
+            const auto p = padded(w, 5, 768);
+            CHECK(p.size() == w.size() / 210 * 224);
+            CHECK(unpadded(p) == w);
+        }
+    }
+    // rows of 1, 2, 3, 16, 17 and 19 blocks, as DpQ6K's
+    SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ6_KP>({1, 2, 3, 16, 17, 19}, 9696); }
 }
 
 // q8_0 regrouped at load (mv::kQ8_0G): its readers are the dp4a kernel (one input), the int8 MMA kernel

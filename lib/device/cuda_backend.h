@@ -194,6 +194,13 @@ uint64_t cuda_f16_groups();
 // regrouped by model loads in this process so far.
 int cuda_q80_groups(int mode);
 uint64_t cuda_q80_grouped();
+// MINFER_Q6K_PAD at run time (modes and result as cuda_prune_last's), for models loaded from now on:
+// padded copies of their q6_K matmul weights for the one-token mat-vec (cuda/model.cuh). cuda_q6k_padded:
+// the matrices copied by model loads in this process so far; cuda_q6k_pad_reads: the mat-vec launches that
+// read such a copy so far.
+int cuda_q6k_pad(int mode);
+uint64_t cuda_q6k_padded();
+uint64_t cuda_q6k_pad_reads();
 // cuda::qkv_finish of n = pos.size() tokens (qkv: their [n][q_dim + 2 kv_dim] projections, no biases or
 // q/k norms) at positions pos[t] of one sequence (KV rows = positions), RoPE base rope_base; table 0
 // computes the rotations in the kernel, 1 reads them from a table of table_rows positions (rope_table),
@@ -215,7 +222,9 @@ bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
 // mat-vec, or by its reference kernel; y is poisoned with NaN before the launch. type
 // quant::Type::Q8_0_GROUPED_DEVICE: the bytes are q8_0's, regrouped on the device (cuda::q80_group) before
-// the mat-vec reads them so (both hooks; not with `reference`, whose kernel reads the file's layout only).
+// the mat-vec reads them so (both hooks; not with `reference`, whose kernel reads the file's layout only);
+// quant::Type::Q6_K_PADDED_DEVICE (cuda_matvec_int8 with ncols = 1 only): the bytes are q6_K's, copied on
+// the device into the padded layout (cuda::q6k_pad) that the mat-vec then reads.
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x

@@ -69,6 +69,9 @@ std::vector<uint8_t> device::testing::cuda_download(const void*, uint64_t) { no_
 uint64_t device::testing::cuda_f16_groups() { no_cuda(); }
 int device::testing::cuda_q80_groups(int) { no_cuda(); }
 uint64_t device::testing::cuda_q80_grouped() { no_cuda(); }
+int device::testing::cuda_q6k_pad(int) { no_cuda(); }
+uint64_t device::testing::cuda_q6k_padded() { no_cuda(); }
+uint64_t device::testing::cuda_q6k_pad_reads() { no_cuda(); }
 std::vector<uint8_t> device::testing::cuda_qkv_finish(const std::vector<float>&, const std::vector<int32_t>&, int, int, int, double, int,
                                                       int) {
     no_cuda();

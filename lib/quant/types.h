@@ -18,6 +18,8 @@ enum class Type : int32_t {
     // reader rejects it), never on the CPU. An enumerator only because nvcc's kernel stubs cannot name
     // a template argument of this enum that is none.
     Q8_0_GROUPED_DEVICE = 0x108,
+    // The same for a copy of some q6_K matrices in 224-byte blocks (cuda/block_bits.cuh, cuda::mv::kQ6_KP).
+    Q6_K_PADDED_DEVICE = 0x109,
 };
 
 enum class TypeStatus : uint8_t {
