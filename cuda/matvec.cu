@@ -208,12 +208,16 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 // F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ6K q6_K),
 // whose threads take 32 columns of a row each (cols / 32 of them a row) whatever the format.
 // The padded q6_K copy's kernel (DpQ6KP, MINFER_Q6K_PAD in cuda/model.cuh) has knobs of its own, the
-// q4_K kernel's by default: -DMINFER_DP4A_Q6KP_ROWS=N, -DMINFER_DP4A_Q6KP_PREFETCH=-1 (the policy), 0 or 1.
+// q4_K kernel's by default: -DMINFER_DP4A_Q6KP_ROWS=N, -DMINFER_DP4A_Q6KP_PREFETCH=-1 (the policy), 0 or 1,
+// -DMINFER_DP4A_Q6KP_LANES=32, 64 or 128 (0: the launcher's choice below).
 #ifndef MINFER_DP4A_Q6KP_ROWS
 #define MINFER_DP4A_Q6KP_ROWS MINFER_DP4A_ROWS
 #endif
 #ifndef MINFER_DP4A_Q6KP_PREFETCH
 #define MINFER_DP4A_Q6KP_PREFETCH MINFER_DP4A_PREFETCH
+#endif
+#ifndef MINFER_DP4A_Q6KP_LANES
+#define MINFER_DP4A_Q6KP_LANES MINFER_DP4A_LANES
 #endif
 template <class F>
 constexpr int kDp4aRows = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_ROWS
@@ -237,7 +241,8 @@ void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cud
 template <class F>
 void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t ctas = blocks_for(seg.end[seg.n - 1], kDp4aRows<F>);
-    const int lanes = MINFER_DP4A_LANES                      ? MINFER_DP4A_LANES
+    constexpr int kForced = std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_LANES : MINFER_DP4A_LANES;
+    const int lanes = kForced                                ? kForced
                       : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
                       : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
                                                               : 128;
