@@ -351,6 +351,20 @@ void launch_plain(const Segments& seg, int64_t cols, const float* x, cudaStream_
 
 namespace {
 
+// The matrices i0 .. i1 - 1 of a launch as its segments.
+Segments segments_of(const void* const* w, const int64_t* rows, float* const* y, int i0, int i1) {
+    Segments seg;
+    int64_t end = 0;
+    for (int i = i0; i < i1; ++i) {
+        seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
+        seg.y[seg.n] = y[i];
+        end += std::max<int64_t>(rows[i], 0);
+        seg.end[seg.n++] = end;
+    }
+    for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
+    return seg;
+}
+
 // x_up (the MMA family only): the input is silu(x) * x_up, formed in the kernel. xq (the int8 family
 // only, x and x_up then unused): the input quantized by quantize_x, ncols (1 to kMatvecMaxCols) vectors
 // of matvec_xq_bytes(cols) bytes, y[i] then [ncols][rows[i]].
@@ -376,16 +390,8 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
         for (int i0 = 0; i0 < n;) {
             int i1 = i0 + 1;  // one launch while every segment but the last ends on a 16-row tile (a CTA's rows in one segment)
             while (i1 < n && rows[i1 - 1] % kTileRows == 0) ++i1;
-            Segments seg;
-            int64_t end = 0;
-            for (int i = i0; i < i1; ++i) {
-                seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
-                seg.y[seg.n] = y[i];
-                end += std::max<int64_t>(rows[i], 0);
-                seg.end[seg.n++] = end;
-            }
-            for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
-            if (end > 0) {
+            const Segments seg = segments_of(w, rows, y, i0, i1);
+            if (seg.end[seg.n - 1] > 0) {
                 launch_dp4a<DpQ6KP>(seg, cols, xq, stream, accumulate);
                 g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
             }
@@ -406,23 +412,11 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
         const int64_t granule = kMmaFamily<T> ? kTileRows : total >= 8192 ? 4 : 1;
         bool joint = kMmaFamily<T> || kPlain;
         for (int i = 0; i + 1 < n; ++i) joint = joint && rows[i] % granule == 0;
-        auto segments = [&](int i0, int i1) {
-            Segments seg;
-            int64_t end = 0;
-            for (int i = i0; i < i1; ++i) {
-                seg.w[seg.n] = static_cast<const uint8_t*>(w[i]);
-                seg.y[seg.n] = y[i];
-                end += std::max<int64_t>(rows[i], 0);
-                seg.end[seg.n++] = end;
-            }
-            for (int i = seg.n; i < 3; ++i) seg.end[i] = end;
-            return seg;
-        };
         const float* in = x;
         if (x_up && !kMmaFamily<T>) fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: SwiGLU inputs for type %d", static_cast<int>(T));
         for (int i = 0; i < n; ++i) {
             const int i1 = joint ? n : i + 1;
-            const Segments seg = segments(i, i1);
+            const Segments seg = segments_of(w, rows, y, i, i1);
             if (seg.end[seg.n - 1] > 0) {
                 if constexpr (kInt8Family<T>) {
                     if (xq && ncols > 1) launch_mma<T, true, kColsN>(seg, cols, nullptr, nullptr, xq, stream, accumulate, ncols);

@@ -1840,7 +1840,16 @@ struct Staged<Type::Q4_0> : StagedBlock<Type::Q4_0> {
 // itself where A is the 16-byte aligned start of a matrix); the last field ends 10 bytes before the
 // block's end. Any row length (q6_K rows are whole blocks) and any alignment of rows: no condition on the
 // launch beyond the dp4a kernel's. The arithmetic is q6k_unit's.
-struct DpQ6K {
+// The input side of the two direct-load q6_K formats below (unit p of block c / 8: q6k_input).
+struct DpQ6KInput {
+    using X = Q6kX;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
+        X x;
+        q6k_input(x, xq, cols, rec, c >> 3, p);
+        return x;
+    }
+};
+struct DpQ6K : DpQ6KInput {
     static constexpr int kGroup = 210;  // a super-block: units p = 0..7
     struct W {
         uint2 qa[2], qb[2], qh[2];  // the aligned words around each code field
@@ -1868,12 +1877,6 @@ struct DpQ6K {
         w.d = ld_w16(reinterpret_cast<const uint16_t*>(b + 208));
         return w;
     }
-    using X = Q6kX;
-    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
-        X x;
-        q6k_input(x, xq, cols, rec, c >> 3, p);
-        return x;
-    }
     __device__ static float dot(const W& w, int p, const X& x) {
         const bool hi = w.s & 4u;
         const uint32_t sh = (w.s & 2u) * 8u;
@@ -1899,7 +1902,7 @@ struct DpQ6K {
 // load (both through L1: the 4 threads of a half share the scales, the 8 of a block d). Four loads where
 // DpQ6K issues ten, and no selects or funnel shifts; the same sectors of DRAM. The arithmetic is
 // q6k_unit's, as DpQ6K's and the staged kernel's.
-struct DpQ6KP {
+struct DpQ6KP : DpQ6KInput {
     static constexpr int kGroup = kQ6KPBlockBytes;  // a super-block: units p = 0..7
     struct W {
         uint4 q;   // ql[64n + 8v ..], ql[64n + 32 + 8v ..]
@@ -1914,12 +1917,6 @@ struct DpQ6KP {
         w.sc = ld_w64(reinterpret_cast<const uint2*>(b + kQ6KPScales + 8 * (p >> 2)));
         w.d = ld_w16(reinterpret_cast<const uint16_t*>(b + kQ6KPD));
         return w;
-    }
-    using X = Q6kX;
-    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int p) {
-        X x;
-        q6k_input(x, xq, cols, rec, c >> 3, p);
-        return x;
     }
     __device__ static float dot(const W& w, int p, const X& x) {
         const uint32_t qa[2] = {w.q.x, w.q.y}, qb[2] = {w.q.z, w.q.w}, qh[2] = {w.qh.x, w.qh.y}, sc[2] = {w.sc.x, w.sc.y};
