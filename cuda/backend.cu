@@ -207,7 +207,7 @@ void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const g
 
 // MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
 // `weights`, all in one allocation, made only where kW16Reserve stays free after it (else none, logged);
-// CudaModel::one_input names them from then on.
+// CudaModel::q6k_copy names them from then on.
 void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
     std::vector<std::pair<const gguf::TensorInfo*, uint64_t>> todo;  // each weight and its copy's offset
     std::unordered_set<const gguf::TensorInfo*> seen;

@@ -139,7 +139,7 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
-    // What the one-input int8 mat-vec reads instead (CudaModel::one_input: a padded q6_K copy), or null.
+    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy), or null.
     quant::Type type1 = quant::Type::F32;
     const void* w1 = nullptr;
 
@@ -254,8 +254,8 @@ public:
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
-            const auto [w1, type1] = m_->one_input(key, w.type);
-            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), type1, w1 == key ? nullptr : w1};
+            const void* copy = m_->q6k_copy(key);
+            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), copy ? cuda::mv::kQ6_KP : quant::Type::F32, copy};
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {

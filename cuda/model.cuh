@@ -181,12 +181,11 @@ public:
     // The padded q6_K copies (MINFER_Q6K_PAD above) by the weight they copy, in one allocation.
     cuda::DeviceMemory q6k_arena;
     std::unordered_map<WeightKey, const void*> q6k_padded;
-    // The matrix and type the one-input int8 mat-vec reads for a weight: its padded copy as
-    // cuda::mv::kQ6_KP where it has one, else the weight itself as device_type names it.
-    std::pair<const void*, quant::Type> one_input(WeightKey key, quant::Type file_type) const {
+    // The padded copy (cuda::mv::kQ6_KP) the one-input int8 mat-vec reads for a q6_K weight, or null
+    // where the weight has none.
+    const void* q6k_copy(WeightKey key) const {
         auto it = q6k_padded.find(key);
-        return it == q6k_padded.end() ? std::pair<const void*, quant::Type>{key, device_type(key, file_type)}
-                                      : std::pair<const void*, quant::Type>{it->second, cuda::mv::kQ6_KP};
+        return it == q6k_padded.end() ? nullptr : it->second;
     }
 
     WeightKey device_of(const engine::Weight& w) const {
