@@ -227,25 +227,55 @@ template <class F>
 constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_PREFETCH
                               : std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_PREFETCH
                                                           : MINFER_DP4A_PREFETCH;
+template <class F, int kLanes>
+bool dp4a_prefetch(int64_t rows, int64_t cols) {
+    return kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
+}
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = kDp4aRows<F>;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
-    const bool prefetch = kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
+    const bool prefetch = dp4a_prefetch<F, kLanes>(rows, cols);
     constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
     check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true, kGang> : matvec_dp4a_kernel<F, R, kLanes, false, kGang>,
                      dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
+// -DMINFER_DP4A_WAVES=1 (the A/B knob) first takes the widest CTA whose grid is resident at once (one
+// wave, by the kernel's occupancy): a grid of 1.36 waves (the 7B's 3,584-row launches in CTAs of 4 warps,
+// 5 of which fit an SM by registers) ends on a tail wave as long as the first. Grids that fit at no width
+// keep the rule above.
+#ifndef MINFER_DP4A_WAVES
+#define MINFER_DP4A_WAVES 0
+#endif
+// CTAs of the launch_dp4a_lanes<kLanes, F> kernel resident on the GPU at once (its
+// occupancy by registers, times the SMs), queried once per instantiation.
+template <class F, int kLanes, bool kPrefetch>
+int64_t dp4a_resident() {
+    static const int64_t n = [] {
+        constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
+        int o = 0;
+        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, matvec_dp4a_kernel<F, kDp4aRows<F>, kLanes, kPrefetch, kGang>, kLanes * kGang, 0),
+              "mat-vec occupancy");
+        return int64_t{o} * sm_count();
+    }();
+    return n;
+}
+template <class F, int kLanes>
+bool dp4a_one_wave(int64_t rows, int64_t cols, int64_t ctas) {
+    return dp4a_prefetch<F, kLanes>(rows, cols) ? ctas <= dp4a_resident<F, kLanes, true>() : ctas <= dp4a_resident<F, kLanes, false>();
+}
 template <class F>
 void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
-    const int64_t ctas = blocks_for(seg.end[seg.n - 1], kDp4aRows<F>);
+    const int64_t rows = seg.end[seg.n - 1], ctas = blocks_for(rows, kDp4aRows<F>);
     constexpr int kForced = std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_LANES : MINFER_DP4A_LANES;
-    const int lanes = kForced                                ? kForced
-                      : ctas >= MINFER_DP4A_MIN_WARPS        ? 32
-                      : 2 * ctas >= MINFER_DP4A_MIN_WARPS    ? 64
-                                                              : 128;
+    const int lanes = kForced                                                          ? kForced
+                      : MINFER_DP4A_WAVES && dp4a_one_wave<F, 128>(rows, cols, ctas) ? 128
+                      : MINFER_DP4A_WAVES && dp4a_one_wave<F, 64>(rows, cols, ctas)  ? 64
+                      : ctas >= MINFER_DP4A_MIN_WARPS                                  ? 32
+                      : 2 * ctas >= MINFER_DP4A_MIN_WARPS                              ? 64
+                                                                                       : 128;
     if (lanes == 32) launch_dp4a_lanes<32, F>(seg, cols, xq, stream, accumulate);
     else if (lanes == 64) launch_dp4a_lanes<64, F>(seg, cols, xq, stream, accumulate);
     else launch_dp4a_lanes<128, F>(seg, cols, xq, stream, accumulate);
