@@ -242,12 +242,16 @@ void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cud
                      dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
           "matvec");
 }
-// -DMINFER_DP4A_WAVES=1 (the A/B knob) first takes the widest CTA whose grid is resident at once (one
-// wave, by the kernel's occupancy): a grid of 1.36 waves (the 7B's 3,584-row launches in CTAs of 4 warps,
-// 5 of which fit an SM by registers) ends on a tail wave as long as the first. Grids that fit at no width
-// keep the rule above.
+// First, the widest CTA whose grid is resident at once (one wave, by the kernel's occupancy): a grid of
+// 1.36 waves (the 7B's 3,584-row launches in CTAs of 4 warps, 5 of which fit an SM by registers) ends on a
+// tail wave as long as the first, and only resident CTAs load their first weights before pdl_wait,
+// under the previous launch. Grids that fit at no width keep the rule above. On the H200 this took the
+// 7B q4_K_M decode from 492.1 / 492.4 to 501.1 / 500.6 t/s (docs/perf.md, 2026-12-05, eleventh session:
+// the q/o, joint q/k/v and down launches went from 4 warps to 2), though bench_matvec, timing one shape's
+// launches alone, has the q4_K down 0.8 µs slower with it (the q6_K copy's down 1.5 µs faster).
+// -DMINFER_DP4A_WAVES=0 is the A/B knob (the rule above alone).
 #ifndef MINFER_DP4A_WAVES
-#define MINFER_DP4A_WAVES 0
+#define MINFER_DP4A_WAVES 1
 #endif
 // CTAs of the launch_dp4a_lanes<kLanes, F> kernel resident on the GPU at once (its
 // occupancy by registers, times the SMs), queried once per instantiation.
