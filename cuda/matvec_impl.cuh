@@ -1447,6 +1447,7 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 #ifndef MINFER_DP4A_PREWAIT
 #define MINFER_DP4A_PREWAIT 1
 #endif
+static_assert(MINFER_DP4A_PREWAIT == 1 || MINFER_DP4A_PREWAIT == 2, "MINFER_DP4A_PREWAIT is 1 or 2");
 #ifdef MINFER_DP4A_MIN_BLOCKS
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, MINFER_DP4A_MIN_BLOCKS * 128 / (kLanes * kGang))
 #elif defined(MINFER_DP4A_WARP_CTAS)
@@ -1658,7 +1659,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
     };
     int c = tid;
     if (c < n) load(c, w);  // weights only: before the wait for the kernel that writes xq
-    // kAhead: the prefetching loop holds the next unit in wn across iterations, so both first units are
+    // kAhead: the prefetching loop holds the next unit in wa across iterations, so both first units are
     // loaded before the wait (under the previous launch), and each iteration loads the unit after next
     // once it has used its own.
     constexpr bool kAhead = kPrefetch && MINFER_DP4A_PREWAIT == 2;
