@@ -1442,12 +1442,6 @@ __device__ __forceinline__ float q5k_chunk(const uint4 q, const uint4 qhv, const
 // default ptxas picks (71 for R = 4 without prefetch, 85 with).
 // -DMINFER_DP4A_WARP_CTAS=N caps the one-warp CTAs' registers (the tall launches: the joint gate/up) for
 // N of them per SM, leaving the wider CTAs as ptxas picks (the A/B knob of the wave count).
-// -DMINFER_DP4A_PREWAIT=2 (the A/B knob; 1, the default, is the kernel as measured): with prefetch, a thread's
-// first two units are loaded before pdl_wait instead of one.
-#ifndef MINFER_DP4A_PREWAIT
-#define MINFER_DP4A_PREWAIT 1
-#endif
-static_assert(MINFER_DP4A_PREWAIT == 1 || MINFER_DP4A_PREWAIT == 2, "MINFER_DP4A_PREWAIT is 1 or 2");
 #ifdef MINFER_DP4A_MIN_BLOCKS
 #define MINFER_DP4A_BOUNDS __launch_bounds__(kLanes * kGang, MINFER_DP4A_MIN_BLOCKS * 128 / (kLanes * kGang))
 #elif defined(MINFER_DP4A_WARP_CTAS)
@@ -1659,12 +1653,6 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
     };
     int c = tid;
     if (c < n) load(c, w);  // weights only: before the wait for the kernel that writes xq
-    // kAhead: the prefetching loop holds the next unit in wa across iterations, so both first units are
-    // loaded before the wait (under the previous launch), and each iteration loads the unit after next
-    // once it has used its own.
-    constexpr bool kAhead = kPrefetch && MINFER_DP4A_PREWAIT == 2;
-    W wa[R] = {};
-    if (kAhead && c + kLanes < n) load(c + kLanes, wa);
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     float acc[R];
@@ -1672,16 +1660,6 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
     for (; c < n; c += kLanes) {
-        if constexpr (kAhead) {
-            const typename F::X x = F::input(xq, cols, rec, c, p);
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                acc[r] += F::dot(w[r], p, x);
-                w[r] = wa[r];
-            }
-            if (c + 2 * kLanes < n) load(c + 2 * kLanes, wa);
-            continue;
-        }
         W wn[R] = {};
         if (kPrefetch && c + kLanes < n) load(c + kLanes, wn);
         if (!kPrefetch && c != tid) load(c, w);
