@@ -804,6 +804,8 @@ uint64_t cuda_q80_grouped() { return cuda::g_q80_grouped.load(); }
 int cuda_q6k_pad(int mode) { return cuda::g_q6k_pad.set(mode); }
 uint64_t cuda_q6k_padded() { return cuda::g_q6k_padded.load(); }
 uint64_t cuda_q6k_pad_reads() { return cuda::q6kp_matvec_launches(); }
+bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
+uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
 
 uint64_t cuda_concat_gemms(uint64_t* f16_out) {
     if (f16_out) *f16_out = cuda::g_concat_gemms16.load();

@@ -572,8 +572,9 @@ private:
         auto i8w = [&](const Mat& w, int ncols) { return int8_ && cuda::matvec_int8_supported(w.type, ncols) && w.cols % 32 == 0; };
         auto i8 = [&](const Mat& w) { return (single || few) && i8w(w, n); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
-        // width share a launch (the int8 mat-vec's matrices as Mat::for_xq gives them). Several tokens: only
-        // int8 weights (xq holds n vectors).
+        // width share a launch (the int8 mat-vec's matrices as Mat::for_xq gives them), and so do those of
+        // two types where the int8 mat-vec has a launch for the pair (cuda::matvec_xq_pairs: a Q4_K_M
+        // layer's q4_K q and k and padded q6_K v). Several tokens: only int8 weights (xq holds n vectors).
         auto joint = [&](std::initializer_list<const Mat*> ws, std::initializer_list<float*> ys, const float* in) {
             const Mat* const* wm = ws.begin();
             float* const* ym = ys.begin();
@@ -584,13 +585,19 @@ private:
                 const Mat first = take(i);
                 const void* w[3] = {first.w};
                 int64_t r[3] = {first.rows};
-                int j = i + 1;
+                int j = i + 1, j1 = 0;  // j1: the first matrix of the second type (0: one type)
+                quant::Type t1 = first.type;
                 for (; j < nm; ++j) {
                     const Mat next = take(j);
-                    if (next.type != first.type || next.cols != first.cols) break;
+                    if (next.cols != first.cols) break;
+                    if (next.type != (j1 ? t1 : first.type)) {
+                        if (j1 || !int8 || !cuda::matvec_xq_pairs(first.type, next.type)) break;
+                        j1 = j, t1 = next.type;
+                    }
                     w[j - i] = next.w, r[j - i] = next.rows;
                 }
-                if (int8) cuda::matvec_xq(first.type, j - i, w, r, first.cols, xq, ym + i, s(), false, n);
+                if (int8 && j1) cuda::matvec_xq_pair(first.type, j1 - i, t1, j - i, w, r, first.cols, xq, ym + i, s());
+                else if (int8) cuda::matvec_xq(first.type, j - i, w, r, first.cols, xq, ym + i, s(), false, n);
                 else cuda::matvec_multi(first.type, j - i, w, r, first.cols, in, ym + i, s());
                 i = j;
             }

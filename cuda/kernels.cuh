@@ -58,6 +58,17 @@ void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStr
 // As matvec_multi, the input being xq (ncols vectors).
 void matvec_xq(quant::Type t, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq, float* const* y,
                cudaStream_t stream, bool accumulate = false, int ncols = 1);
+// Whether matvec_xq_pair takes types t0 and t1 in one launch: q4_K beside the padded q6_K copy (mv::kQ6_KP),
+// one input column (a Q4_K_M layer's q and k beside a v of more bits), unless built with
+// -DMINFER_DP4A_MIXED=0 or without the dp4a kernels (cuda/matvec.cu).
+bool matvec_xq_pairs(quant::Type t0, quant::Type t1);
+// As matvec_xq (one input column) over n matrices, the first n0 of type t0 and the rest of t1, in one
+// launch (matvec_xq_pairs(t0, t1) must hold); as two matvec_xq launches where the rows don't allow one
+// (a matrix but the last whose rows are not a multiple of 16).
+void matvec_xq_pair(quant::Type t0, int n0, quant::Type t1, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq,
+                    float* const* y, cudaStream_t stream, bool accumulate = false);
+// The one-launch matvec_xq_pair calls in this process so far (a test's proof that the forward takes them).
+uint64_t matvec_pair_launches();
 // Regroups a q8_0 matrix in place (rows x cols, cols a multiple of 256, 16-byte aligned) into the layout
 // that the mat-vecs read as mv::kQ8_0G (cuda/block_bits.cuh): the same bytes per 256 columns, the eight
 // blocks' scales first, then their codes. After it, only the mat-vec functions above (given kQ8_0G) read the

@@ -58,6 +58,7 @@ bool dispatch_matvec_type(Type t, F&& f) {
 
 using namespace mv;
 std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
+std::atomic<uint64_t> g_pair_launches{0};  // matvec_pair_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
 // ---- the reference kernel ---------------------------------------------------------------------------------
@@ -253,36 +254,78 @@ void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cud
 #ifndef MINFER_DP4A_WAVES
 #define MINFER_DP4A_WAVES 1
 #endif
-// CTAs of the launch_dp4a_lanes<kLanes, F> kernel resident on the GPU at once (its
-// occupancy by registers, times the SMs), queried once per instantiation.
+// CTAs of `kernel` (of `threads` threads) resident on the GPU at once: its occupancy by registers, times
+// the SMs. Each caller queries it once per kernel instantiation.
+template <class Kernel>
+int64_t resident_ctas(Kernel kernel, int threads) {
+    int o = 0;
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, threads, 0), "mat-vec occupancy");
+    return int64_t{o} * sm_count();
+}
 template <class F, int kLanes, bool kPrefetch>
 int64_t dp4a_resident() {
-    static const int64_t n = [] {
-        constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
-        int o = 0;
-        check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, matvec_dp4a_kernel<F, kDp4aRows<F>, kLanes, kPrefetch, kGang>, kLanes * kGang, 0),
-              "mat-vec occupancy");
-        return int64_t{o} * sm_count();
-    }();
+    constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
+    static const int64_t n = resident_ctas(matvec_dp4a_kernel<F, kDp4aRows<F>, kLanes, kPrefetch, kGang>, kLanes * kGang);
     return n;
 }
-template <class F, int kLanes>
-bool dp4a_one_wave(int64_t rows, int64_t cols, int64_t ctas) {
-    return dp4a_prefetch<F, kLanes>(rows, cols) ? ctas <= dp4a_resident<F, kLanes, true>() : ctas <= dp4a_resident<F, kLanes, false>();
+template <int kLanes>
+using Lanes = std::integral_constant<int, kLanes>;
+// The CTA width (32, 64 or 128 lanes) of a dp4a launch of `ctas` row groups: `forced` where a knob forces
+// one, else the widest whose grid is one wave (fits(Lanes<L>{})), else the warp-count rule.
+template <class Fits>
+int dp4a_lanes(int forced, int64_t ctas, Fits fits) {
+    return forced                                       ? forced
+           : MINFER_DP4A_WAVES && fits(Lanes<128>{})   ? 128
+           : MINFER_DP4A_WAVES && fits(Lanes<64>{})    ? 64
+           : ctas >= MINFER_DP4A_MIN_WARPS             ? 32
+           : 2 * ctas >= MINFER_DP4A_MIN_WARPS         ? 64
+                                                       : 128;
+}
+template <class Go>
+void with_lanes(int lanes, Go go) {
+    if (lanes == 32) go(Lanes<32>{});
+    else if (lanes == 64) go(Lanes<64>{});
+    else go(Lanes<128>{});
 }
 template <class F>
 void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1], ctas = blocks_for(rows, kDp4aRows<F>);
     constexpr int kForced = std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_LANES : MINFER_DP4A_LANES;
-    const int lanes = kForced                                                          ? kForced
-                      : MINFER_DP4A_WAVES && dp4a_one_wave<F, 128>(rows, cols, ctas) ? 128
-                      : MINFER_DP4A_WAVES && dp4a_one_wave<F, 64>(rows, cols, ctas)  ? 64
-                      : ctas >= MINFER_DP4A_MIN_WARPS                                  ? 32
-                      : 2 * ctas >= MINFER_DP4A_MIN_WARPS                              ? 64
-                                                                                       : 128;
-    if (lanes == 32) launch_dp4a_lanes<32, F>(seg, cols, xq, stream, accumulate);
-    else if (lanes == 64) launch_dp4a_lanes<64, F>(seg, cols, xq, stream, accumulate);
-    else launch_dp4a_lanes<128, F>(seg, cols, xq, stream, accumulate);
+    const int lanes = dp4a_lanes(kForced, ctas, [&](auto l) {
+        constexpr int L = decltype(l)::value;
+        return ctas <= (dp4a_prefetch<F, L>(rows, cols) ? dp4a_resident<F, L, true>() : dp4a_resident<F, L, false>());
+    });
+    with_lanes(lanes, [&](auto l) { launch_dp4a_lanes<decltype(l)::value, F>(seg, cols, xq, stream, accumulate); });
+}
+
+// Two formats in one launch (matvec_dp4a_mixed_kernel: segments 0 .. n0 - 1 in F0, the rest in F1): a
+// Q4_K_M layer's q4_K q and k beside its padded q6_K v, one launch where there were two (the 7B has 13
+// such layers of 28). The CTA width by launch_dp4a's rule on the mixed kernel's own occupancy, the
+// prefetch by F0's policy. -DMINFER_DP4A_MIXED=0 is the A/B knob (a launch per type, as before).
+#ifndef MINFER_DP4A_MIXED
+#define MINFER_DP4A_MIXED 1
+#endif
+template <class F0, class F1, int kLanes, bool kPrefetch>
+int64_t dp4a_mixed_resident() {
+    static const int64_t n = resident_ctas(matvec_dp4a_mixed_kernel<F0, F1, kDp4aRows<F0>, kLanes, kPrefetch>, kLanes);
+    return n;
+}
+template <class F0, class F1>
+void launch_dp4a_mixed(const Segments& seg, int n0, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
+    static_assert(kDp4aRows<F0> == kDp4aRows<F1>, "one row count a CTA for both formats");
+    constexpr int R = kDp4aRows<F0>;
+    static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
+    const int64_t rows = seg.end[seg.n - 1], ctas = blocks_for(rows, R);
+    const int lanes = dp4a_lanes(MINFER_DP4A_LANES, ctas, [&](auto l) {
+        constexpr int L = decltype(l)::value;
+        return ctas <= (dp4a_prefetch<F0, L>(rows, cols) ? dp4a_mixed_resident<F0, F1, L, true>() : dp4a_mixed_resident<F0, F1, L, false>());
+    });
+    with_lanes(lanes, [&](auto l) {
+        constexpr int L = decltype(l)::value;
+        check(launch_pdl(dp4a_prefetch<F0, L>(rows, cols) ? matvec_dp4a_mixed_kernel<F0, F1, R, L, true> : matvec_dp4a_mixed_kernel<F0, F1, R, L, false>,
+                         dim3(static_cast<unsigned>(ctas)), dim3(L), 0, stream, seg, n0, xq, static_cast<int>(cols), accumulate),
+              "matvec");
+    });
 }
 
 // q5_K on the int8 input, one column: the dp4a kernel in its q5_K format (DpK<true>), by the same
@@ -537,6 +580,29 @@ void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t
     matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate, ncols);
 }
 
+bool matvec_xq_pairs(Type t0, Type t1) { return MINFER_MATVEC_DP4A && MINFER_DP4A_MIXED && t0 == Type::Q4_K && t1 == kQ6_KP; }
+
+void matvec_xq_pair(Type t0, int n0, Type t1, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq,
+                    float* const* y, cudaStream_t stream, bool accumulate) {
+    if (!matvec_xq_pairs(t0, t1) || n0 < 1 || n0 >= n || n > 3 || !xq)
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no one launch for types %d (%d matrices) and %d (%d)", static_cast<int>(t0), n0,
+             static_cast<int>(t1), n - n0);
+    bool one = cols % 256 == 0 && reinterpret_cast<uintptr_t>(xq) % 16 == 0;  // else matvec_xq says what is wrong
+    for (int i = 0; i < n; ++i) one = one && rows[i] >= 0 && reinterpret_cast<uintptr_t>(w[i]) % 16 == 0;
+    for (int i = 0; i + 1 < n; ++i) one = one && rows[i] % kTileRows == 0;  // a CTA's rows in one segment
+    if (!one) {
+        matvec_xq(t0, n0, w, rows, cols, xq, y, stream, accumulate);
+        matvec_xq(t1, n - n0, w + n0, rows + n0, cols, xq, y + n0, stream, accumulate);
+        return;
+    }
+    const Segments seg = segments_of(w, rows, y, 0, n);
+    if (seg.end[n - 1] == 0) return;
+    launch_dp4a_mixed<DpK<false>, DpQ6KP>(seg, n0, cols, static_cast<const uint8_t*>(xq), stream, accumulate);
+    g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
+    g_pair_launches.fetch_add(1, std::memory_order_relaxed);
+    check_launch("matvec");
+}
+
 namespace {
 __global__ void q80_group_kernel(uint8_t* w, int64_t groups) {
     const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -561,6 +627,7 @@ __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks)
 }  // namespace
 
 uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
+uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
 void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
     if (rows <= 0 || cols <= 0) return;

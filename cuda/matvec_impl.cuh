@@ -1631,18 +1631,15 @@ __device__ __forceinline__ void q80_group_one(uint8_t* w, int64_t g) {
 // first wave of a tall launch on the SMs sooner (the block scheduler starts about 0.8 CTAs a
 // nanosecond on the H200: tests/bench_barrier, docs/perf.md). kGang = 1 keeps the index arithmetic of
 // the kernel as measured (its PTX unchanged).
-template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
-__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
-    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
-    static_assert(kGang >= 1 && (kGang == 1 || kLanes == 32), "independent warps in CTAs of one-warp row groups only");
+// dp4a_rows is the body of matvec_dp4a_kernel (below) for one row group: R rows of segment si from global row
+// g0, by thread tid of its kLanes; matvec_dp4a_mixed_kernel runs it in the format of each CTA's segment.
+template <class F, int R, int kLanes, bool kPrefetch>
+__device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g0, int tid, const uint8_t* __restrict__ xq, int cols,
+                                          bool accumulate) {
     using W = typename F::W;
-    const int64_t g0 = kGang > 1 ? (static_cast<int64_t>(blockIdx.x) * kGang + static_cast<int>(threadIdx.x) / kLanes) * R
-                                 : static_cast<int64_t>(blockIdx.x) * R;
-    if (kGang > 1 && g0 >= seg.end[2]) return;  // a warp of the last CTA past the last row (exiting counts as its trigger)
-    const int si = segment_of(seg, g0);
     const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
     const int64_t row_bytes = static_cast<int64_t>(cols / 256) * F::kGroup;
-    const int tid = static_cast<int>(kGang > 1 ? threadIdx.x % kLanes : threadIdx.x), p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
+    const int p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
     const uint8_t* wr[R];  // group 0 of each row
 #pragma unroll
     for (int r = 0; r < R; ++r) wr[r] = segment_w(seg, si) + min(r0 + r, rows - 1) * row_bytes;
@@ -1671,6 +1668,32 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
         }
     }
     cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
+}
+template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
+__global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
+    static_assert(kGang >= 1 && (kGang == 1 || kLanes == 32), "independent warps in CTAs of one-warp row groups only");
+    const int64_t g0 = kGang > 1 ? (static_cast<int64_t>(blockIdx.x) * kGang + static_cast<int>(threadIdx.x) / kLanes) * R
+                                 : static_cast<int64_t>(blockIdx.x) * R;
+    if (kGang > 1 && g0 >= seg.end[2]) return;  // a warp of the last CTA past the last row (exiting counts as its trigger)
+    const int tid = static_cast<int>(kGang > 1 ? threadIdx.x % kLanes : threadIdx.x);
+    dp4a_rows<F, R, kLanes, kPrefetch>(seg, segment_of(seg, g0), g0, tid, xq, cols, accumulate);
+}
+// Two block formats in one launch: segments 0 .. n0 - 1 in F0, the others in F1 (a Q4_K_M layer's q4_K q and
+// k beside its padded q6_K v: one launch where there were two). A CTA's rows lie in one segment, so the
+// branch is uniform over the CTA. Its registers are capped for 20 warps an SM (at most 102, which the
+// padded q6_K kernel alone stays within: 96): left to itself, ptxas gave the 2-warp prefetching form 126,
+// 8 CTAs an SM, too few for the 7B's q/k/v (1,152 CTAs) in one wave. No register knobs
+// (MINFER_DP4A_MIN_BLOCKS, MINFER_DP4A_WARP_CTAS) and no ganged warps: it takes short rows, never the
+// tall launches those are for.
+template <class F0, class F1, int R, int kLanes, bool kPrefetch>
+__global__ __launch_bounds__(kLanes, 640 / kLanes) void matvec_dp4a_mixed_kernel(const Segments seg, int n0, const uint8_t* __restrict__ xq, int cols,
+                                                                   bool accumulate) {
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
+    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
+    const int si = segment_of(seg, g0), tid = static_cast<int>(threadIdx.x);
+    if (si < n0) dp4a_rows<F0, R, kLanes, kPrefetch>(seg, si, g0, tid, xq, cols, accumulate);
+    else dp4a_rows<F1, R, kLanes, kPrefetch>(seg, si, g0, tid, xq, cols, accumulate);
 }
 
 // ---- q6_K, q8_0, q4_0 by staged loads and dp4a (int8 input, one column) ----------------------------------------

@@ -1453,7 +1453,10 @@ TEST_SUITE("cuda") {
             const char *preset, *mix;
             uint64_t want;
         };
-        const Case cases[] = {{"qwen2-tiny", "q6_K", 15}, {"qwen3-tiny", "q6_K", 15}, {"qwen2-tiny-tied", "q6_K", 15}, {"qwen2-tiny", "q4_K_M", 1}};
+        // qwen2-tiny-deep q4_K_M: q6_K attn_v and ffn_down in 4 of its 8 layers and the output (9 copies); its
+        // q4_K q and k beside those v take one launch each (cuda::matvec_xq_pair), counted below.
+        const Case cases[] = {{"qwen2-tiny", "q6_K", 15}, {"qwen3-tiny", "q6_K", 15}, {"qwen2-tiny-tied", "q6_K", 15}, {"qwen2-tiny", "q4_K_M", 1},
+                              {"qwen2-tiny-deep", "q4_K_M", 9}};
         {
             const Q6kPad on(1);
             for (const Case& k : cases)
@@ -1464,12 +1467,17 @@ TEST_SUITE("cuda") {
                     OptionScope opt;
                     opt.set("matvec_int8", int8);
                     const std::string path = synth_model(k.preset, k.mix);
-                    const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads();
+                    const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads(),
+                                   pairs = device::testing::cuda_matvec_pair_launches();
                     const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
                     CHECK(device::testing::cuda_q6k_padded() - copies == k.want);
-                    const uint64_t read = device::testing::cuda_q6k_pad_reads() - reads;
+                    const uint64_t read = device::testing::cuda_q6k_pad_reads() - reads, paired = device::testing::cuda_matvec_pair_launches() - pairs;
                     if (std::string(int8) == "true") CHECK(read >= k.want);
                     else CHECK(read == 0);
+                    // 4 layers' q/k/v in each one-token forward pass when the build pairs the types (a count, not
+                    // an exact number: the CUDA graph's replays launch without the host's launcher)
+                    const bool deep = std::string(k.preset) == "qwen2-tiny-deep";
+                    CHECK((paired > 0) == (deep && std::string(int8) == "true" && device::testing::cuda_matvec_pair_knob()));
                     for (const WholeModelComparison& c : cmp) {
                         CAPTURE(c.what);
                         MESSAGE(k.preset, " ", k.mix, " padded q6_K, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);

@@ -701,6 +701,67 @@ TEST_CASE("emulated mat-vec: q6_K padded for the one-token mat-vec (kQ6_KP) by d
     SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ6_KP>({1, 2, 3, 16, 17, 19}, 9696); }
 }
 
+// q4_K beside padded q6_K in one launch (matvec_dp4a_mixed_kernel: a Q4_K_M layer's q and k with a v of more
+// bits): segments 0 .. n0 - 1 of q4_K, the rest of kQ6_KP, each against float64 of its own type. Rows of 1, 2,
+// 16 and 17 super-blocks; one and two matrices of either type; 2 and 4 rows a CTA, CTAs of 1, 2 and 4 warps,
+// with and without prefetch. A kernel that read a segment in the other format, or split the types one
+// matrix off, would fail every check of that segment.
+TEST_CASE("emulated mat-vec: q4_K beside padded q6_K in one launch (the mixed dp4a kernel) matches float64") {
+    struct Shape {
+        std::vector<int64_t> rows;
+        int n0;
+    };
+    const Shape shapes[] = {{{16, 8, 12}, 2}, {{16, 5}, 1}, {{8, 16, 9}, 1}};
+    uint64_t seed = 9797;
+    int n = 0;
+    for (int64_t nblk : {1, 2, 16, 17}) {
+        const int64_t cols = 256 * nblk;
+        for (const Shape& sh : shapes)
+            for (bool random_bytes : {false, true}) {
+                std::vector<std::vector<uint8_t>> w;
+                std::vector<std::vector<double>> ref;
+                const auto x = make_x(cols, n % 3, seed++);
+                const Config& cfg = kConfigs[static_cast<size_t>(n++ % 2)];
+                const AlignedXq q = aligned_xq(x, cfg);
+                const bool acc = n % 3 == 0;
+                const auto init = normal(32, seed++);
+                for (size_t i = 0; i < sh.rows.size(); ++i) {
+                    const Type t = static_cast<int>(i) < sh.n0 ? Type::Q4_K : mv::kQ6_KP;
+                    w.push_back(weights(t, sh.rows[i], cols, random_bytes, seed++));
+                    ref.push_back(reference(t, w.back(), sh.rows[i], cols, q.seen));
+                    if (acc)
+                        for (size_t k = 0; k < ref[i].size(); ++k) ref[i][k] += init[k];
+                }
+                CAPTURE(cols);
+                CAPTURE(sh.rows.size());
+                CAPTURE(sh.n0);
+                CAPTURE(random_bytes);
+                CAPTURE(acc);
+                auto check = [&]<int R, int kLanes, bool kPrefetch>() {
+                    CAPTURE(R);
+                    CAPTURE(kLanes);
+                    CAPTURE(kPrefetch);
+                    const auto y = run_cta_rows<R>(
+                        w, sh.rows, cols, q.data(), cfg, acc ? &init : nullptr, 0,
+                        [&](const mv::Segments& seg) {
+                            mv::matvec_dp4a_mixed_kernel<mv::DpK<false>, mv::DpQ6KP, R, kLanes, kPrefetch>(seg, sh.n0, q.data(), static_cast<int>(cols),
+                                                                                                         acc);
+                        },
+                        kLanes);
+                    for (size_t i = 0; i < sh.rows.size(); ++i) {
+                        CAPTURE(i);
+                        CHECK(rel_l2(y[i], ref[i]) < 1e-5);
+                    }
+                };
+                check.template operator()<4, 32, true>();
+                check.template operator()<4, 64, true>();
+                check.template operator()<4, 128, true>();
+                check.template operator()<4, 64, false>();
+                check.template operator()<2, 128, false>();
+            }
+    }
+}
+
 // q8_0 regrouped at load (mv::kQ8_0G): its readers are the dp4a kernel (one input), the int8 MMA kernel
 // (one input: builds without dp4a; several: a few tokens) and the f16-input MMA kernel (matvec_int8 off),
 // each against float64 of the file's blocks, which the test recovers from the grouped bytes by the

@@ -201,6 +201,10 @@ uint64_t cuda_q80_grouped();
 int cuda_q6k_pad(int mode);
 uint64_t cuda_q6k_padded();
 uint64_t cuda_q6k_pad_reads();
+// Whether this build takes q4_K beside padded q6_K in one mat-vec launch (cuda::matvec_xq_pairs:
+// -DMINFER_DP4A_MIXED, default on), and how many such launches this process has made so far.
+bool cuda_matvec_pair_knob();
+uint64_t cuda_matvec_pair_launches();
 // cuda::qkv_finish of n = pos.size() tokens (qkv: their [n][q_dim + 2 kv_dim] projections, no biases or
 // q/k norms) at positions pos[t] of one sequence (KV rows = positions), RoPE base rope_base; table 0
 // computes the rotations in the kernel, 1 reads them from a table of table_rows positions (rope_table),
