@@ -9,7 +9,8 @@
 // (bias, q/k norm, RoPE and the f16 KV store in one kernel); attention; the output projection; RMSNorm;
 // gate and up projections; SwiGLU; the down projection. The output and down projections add into the
 // residual stream in the mat-vec's or the GEMM's epilogue (no add kernel). A single-token chunk (decode)
-// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type; the
+// runs q, k, v as one mat-vec launch and gate and up as another when their weights share a type (or are
+// q4_K beside a padded q6_K copy: a Q4_K_M layer's v of more bits, cuda::matvec_xq_pair); the
 // norms write the int8 mat-vecs' input, the attention (or its combine) the output projection's, and
 // SwiGLU is formed by one quantize_x launch (int8 weights) or as the down projection loads its input
 // (others): 9 launches per layer for int8 weights (norm, qkv, qkv_finish, attention, output projection,
