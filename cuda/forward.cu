@@ -592,7 +592,7 @@ private:
                     const Mat next = take(j);
                     if (next.cols != first.cols) break;
                     if (next.type != (j1 ? t1 : first.type)) {
-                        if (j1 || !int8 || !cuda::matvec_xq_pairs(first.type, next.type)) break;
+                        if (j1 || !int8 || n != 1 || !cuda::matvec_xq_pairs(first.type, next.type)) break;  // one input column
                         j1 = j, t1 = next.type;
                     }
                     w[j - i] = next.w, r[j - i] = next.rows;

@@ -580,14 +580,17 @@ void matvec_xq(Type t, int n, const void* const* w, const int64_t* rows, int64_t
     matvec_impl(t, n, w, rows, cols, nullptr, nullptr, static_cast<const uint8_t*>(xq), y, stream, accumulate, ncols);
 }
 
-bool matvec_xq_pairs(Type t0, Type t1) { return MINFER_MATVEC_DP4A && MINFER_DP4A_MIXED && t0 == Type::Q4_K && t1 == kQ6_KP; }
+// The paired kernel takes one row count a CTA for both formats: builds whose MINFER_DP4A_Q6KP_ROWS differs
+// from MINFER_DP4A_ROWS keep a launch per type.
+constexpr bool kPairs = MINFER_MATVEC_DP4A && MINFER_DP4A_MIXED && kDp4aRows<DpK<false>> == kDp4aRows<DpQ6KP>;
+bool matvec_xq_pairs(Type t0, Type t1) { return kPairs && t0 == Type::Q4_K && t1 == kQ6_KP; }
 
 void matvec_xq_pair(Type t0, int n0, Type t1, int n, const void* const* w, const int64_t* rows, int64_t cols, const void* xq,
                     float* const* y, cudaStream_t stream, bool accumulate) {
     if (!matvec_xq_pairs(t0, t1) || n0 < 1 || n0 >= n || n > 3 || !xq)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no one launch for types %d (%d matrices) and %d (%d)", static_cast<int>(t0), n0,
              static_cast<int>(t1), n - n0);
-    bool one = cols % 256 == 0 && reinterpret_cast<uintptr_t>(xq) % 16 == 0;  // else matvec_xq says what is wrong
+    bool one = cols > 0 && cols % 256 == 0 && reinterpret_cast<uintptr_t>(xq) % 16 == 0;  // else matvec_xq says what is wrong
     for (int i = 0; i < n; ++i) one = one && rows[i] >= 0 && reinterpret_cast<uintptr_t>(w[i]) % 16 == 0;
     for (int i = 0; i + 1 < n; ++i) one = one && rows[i] % kTileRows == 0;  // a CTA's rows in one segment
     if (!one) {
@@ -597,7 +600,7 @@ void matvec_xq_pair(Type t0, int n0, Type t1, int n, const void* const* w, const
     }
     const Segments seg = segments_of(w, rows, y, 0, n);
     if (seg.end[n - 1] == 0) return;
-    launch_dp4a_mixed<DpK<false>, DpQ6KP>(seg, n0, cols, static_cast<const uint8_t*>(xq), stream, accumulate);
+    if constexpr (kPairs) launch_dp4a_mixed<DpK<false>, DpQ6KP>(seg, n0, cols, static_cast<const uint8_t*>(xq), stream, accumulate);
     g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
     g_pair_launches.fetch_add(1, std::memory_order_relaxed);
     check_launch("matvec");

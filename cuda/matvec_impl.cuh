@@ -1630,7 +1630,7 @@ __device__ __forceinline__ void q80_group_one(uint8_t* w, int64_t g) {
 // blockIdx + R warp ..., its own segment): a kGang-th of the CTAs to dispatch for the same work, the
 // first wave of a tall launch on the SMs sooner (the block scheduler starts about 0.8 CTAs a
 // nanosecond on the H200: tests/bench_barrier, docs/perf.md). kGang = 1 keeps the index arithmetic of
-// the kernel as measured (its PTX unchanged).
+// the kernel as measured (its registers unchanged).
 // dp4a_rows is the body of matvec_dp4a_kernel (below) for one row group: R rows of segment si from global row
 // g0, by thread tid of its kLanes; matvec_dp4a_mixed_kernel runs it in the format of each CTA's segment.
 template <class F, int R, int kLanes, bool kPrefetch>
@@ -1681,8 +1681,8 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
 }
 // Two block formats in one launch: segments 0 .. n0 - 1 in F0, the others in F1 (a Q4_K_M layer's q4_K q and
 // k beside its padded q6_K v: one launch where there were two). A CTA's rows lie in one segment, so the
-// branch is uniform over the CTA. Its registers are capped for 20 warps an SM (at most 102, which the
-// padded q6_K kernel alone stays within: 96): left to itself, ptxas gave the 2-warp prefetching form 126,
+// branch is uniform over the CTA. Its registers are capped for 20 warps an SM (96 a thread, the
+// padded q6_K kernel's own count): left to itself, ptxas gave the 2-warp prefetching form 126,
 // 8 CTAs an SM, too few for the 7B's q/k/v (1,152 CTAs) in one wave. No register knobs
 // (MINFER_DP4A_MIN_BLOCKS, MINFER_DP4A_WARP_CTAS) and no ganged warps: it takes short rows, never the
 // tall launches those are for.
