@@ -185,8 +185,13 @@ struct DecodeCase {
 // formula) where it has several; out16 (single-chunk rows) must be the f32 output rounded, and xq (their
 // int8 form, block-interleaved rows) must decode to it within the quantization's step (2^-15 of the
 // 32-column block's largest magnitude; the GPU test compares its bytes with quantize_x's).
+// Under the emulator's check of the programmatic launch, q and the outputs are poison until every thread
+// of a block has reached pdl_wait, and so is a single row's last key and value (this step's, written by
+// qkv_finish); the earlier keys (earlier steps') may be copied before it. (Rows of one launch belong to
+// different sequences in the forward; here they share one cache, so with several rows each one's last
+// key is an earlier key of the longer rows, and only q and the outputs are checked.)
 template <int HD>
-std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q, const Cache& c, const Config& cfg) {
+std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache& c, const Config& cfg) {
     const int rows = static_cast<int>(cs.lengths.size()), group = cs.n_head / cs.n_head_kv, zc = (group + 15) / 16;
     const size_t q_dim = static_cast<size_t>(cs.n_head) * HD, per_head = static_cast<size_t>(fa::part_stride<HD>());
     const size_t n_out = static_cast<size_t>(rows) * q_dim;
@@ -216,11 +221,21 @@ std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q,
     const mv_emu::Dim grid{static_cast<unsigned>(cs.n_head_kv), gy, static_cast<unsigned>(zc * rows)};
     std::vector<int64_t> order(size_t{grid.x} * grid.y * grid.z);  // blocks in reverse: no order assumed
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(order.size() - 1 - i);
-    emu_test::launch(grid, fa::kThreads, static_cast<size_t>(fa::dec_smem_bytes<HD>()), cfg, [&] {
-        fa::attn_decode_mma_kernel<HD>(q.data(), kc, vc, part.data(), out.data(), cs.on_device ? 0 : L0, group, c.kv_dim, qscale,
-                                       cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data(), xq.data(),
-                                       0, rows);
-    }, &order);
+    {
+        using emu_test::region;
+        std::vector<mv_emu::DepRegion> dep = {region(q), region(out), region(part), region(out16), region(xq)};
+        if (rows == 1) {
+            const size_t at = static_cast<size_t>(c.row(L0 - 1) * c.kv_dim), bytes = static_cast<size_t>(c.kv_dim) * 2;
+            dep.push_back({c.k.data() + at, bytes});
+            dep.push_back({c.v.data() + at, bytes});
+        }
+        const emu_test::Dependent guard(std::move(dep));
+        emu_test::launch(grid, fa::kThreads, static_cast<size_t>(fa::dec_smem_bytes<HD>()), cfg, [&] {
+            fa::attn_decode_mma_kernel<HD>(q.data(), kc, vc, part.data(), out.data(), cs.on_device ? 0 : L0, group, c.kv_dim, qscale,
+                                           cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data(),
+                                           xq.data(), 0, rows);
+        }, &order);
+    }
     REQUIRE_MESSAGE(std::all_of(xq.end() - 64, xq.end(), [](uint8_t v) { return v == 0xa5; }), "xq written past its end");
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
@@ -263,7 +278,7 @@ std::vector<float> run_decode(const DecodeCase& cs, const std::vector<float>& q,
 
 // The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) against float64: rel L2 about 1e-7
 // (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp). Planted bugs:
-// P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait and never again, the
+// P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait (and never again), the
 // last tile's mask off by one, the first tile's wait for all but one group; with two slot pairs a warp
 // (fa::kDecSlots), the K or the V wait one group short, a tile read from the next tile's slots, a refill
 // one tile too far, this step's key copied only into the first pair.
@@ -274,6 +289,8 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         {4, 2, 64, 4, {65, 64, 2, 300}, true},       // group 4, head_dim 64; lengths at the tile's edges
         {2, 2, 64, 1, {200}, false},                 // group 1, one chunk of 200 keys (warps end at different tiles)
         {20, 1, 64, 2, {150, 33}, true},             // group 20: two blocks of heads (16 and 4)
+        {7, 1, 128, 3, {130}, false},                // one row whose last key is in a warp's first tile (the
+        {4, 2, 64, 4, {17}, false},                  // copies before the wait): chunks of 64, the last one of 2 keys
     };
     uint64_t seed = 9100;
     for (const DecodeCase& cs : cases) {
@@ -282,9 +299,9 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         CAPTURE(cs.hd);
         CAPTURE(cs.max_splits);
         const int most = *std::max_element(cs.lengths.begin(), cs.lengths.end());
-        const Cache c = make_cache(cs.n_head_kv, cs.hd, most, seed);
+        Cache c = make_cache(cs.n_head_kv, cs.hd, most, seed);
         const size_t q_dim = static_cast<size_t>(cs.n_head) * cs.hd;
-        const auto q = normal(cs.lengths.size() * q_dim, seed + 3, 2.0f);  // sd 2: peaked rows
+        auto q = normal(cs.lengths.size() * q_dim, seed + 3, 2.0f);  // sd 2: peaked rows
         seed += 4;
         for (const Config& cfg : kConfigs) {
             CAPTURE(cfg.reverse);

@@ -59,7 +59,7 @@ struct Case {
 template <int MT, int NW>
 double run_case(const Case& cs, const Config& cfg, bool shuffled, uint64_t seed) {
     const int nseg = static_cast<int>(cs.rows.size());
-    const auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);
+    auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);  // poisoned until pdl_wait (dependent below)
     std::vector<std::vector<uint16_t>> w(3);
     std::vector<std::vector<float>> y(3), c0(3);
     gn::Args a;
@@ -99,7 +99,13 @@ double run_case(const Case& cs, const Config& cfg, bool shuffled, uint64_t seed)
     std::vector<int64_t> order(static_cast<size_t>(grid));
     std::iota(order.begin(), order.end(), 0);
     if (shuffled) std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 99));
-    emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW>(a); }, &order);
+    {
+        // x (the kernel before's output) and y: poison until every thread of a CTA has reached pdl_wait.
+        std::vector<mv_emu::DepRegion> dep = {emu_test::region(x)};
+        for (int i = 0; i < nseg; ++i) dep.push_back(emu_test::region(y[i]));
+        const emu_test::Dependent guard(std::move(dep));
+        emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW>(a); }, &order);
+    }
     readable.clear();
 
     CHECK(std::all_of(counters.begin(), counters.end(), [](int c) { return c == 0; }));
@@ -133,7 +139,7 @@ double run_case(const Case& cs, const Config& cfg, bool shuffled, uint64_t seed)
 template <int MT, int NW>
 double run_quant_case(const Case& cs, const std::vector<quant::Type>& types, const Config& cfg, bool shuffled, uint64_t seed) {
     const int nseg = static_cast<int>(cs.rows.size());
-    const auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);
+    auto x = f16_normal(static_cast<size_t>(cs.m) * cs.k, seed);  // poisoned until pdl_wait (dependent below)
     std::vector<std::vector<uint8_t>> q(3);
     std::vector<std::vector<uint16_t>> w16(3);
     std::vector<std::vector<float>> yq(3), yf(3), wx(3), c0s(3);
@@ -207,6 +213,9 @@ double run_quant_case(const Case& cs, const std::vector<quant::Type>& types, con
             if (quantized) readable.push_back({q[i].data(), q[i].size()});  // the exact bytes: no read past the matrix
             else readable.push_back({w16[i].data(), w16[i].size() * 2});
         }
+        std::vector<mv_emu::DepRegion> dep = {emu_test::region(x)};  // as in run_case
+        for (int i = 0; i < nseg; ++i) dep.push_back(emu_test::region(quantized ? yq[i] : yf[i]));
+        const emu_test::Dependent guard(std::move(dep));
         if (quantized)
             emu_test::launch(grid, gn::kThreads, gn::smem_bytes<MT, NW, true>(), cfg, [&] { gn::gemm_narrow_kernel<MT, NW, true>(a); }, &order);
         else

@@ -538,7 +538,9 @@ TEST_CASE("emulated mat-vec: three matrices in one launch (q, k, v) match three 
 // A kernel of CTAs of R rows and `threads` threads (the dp4a q4_K and the staged kernels) over 1 to 3
 // matrices (segments of `rows`, each but the last a multiple of R), y poisoned (or holding `init` to
 // accumulate into) and fenced per matrix, run in forward or reverse CTA order. kernel(seg) runs one CTA's
-// threads, with `smem` bytes of dynamic shared memory.
+// threads, with `smem` bytes of dynamic shared memory. xq (the kernel before's output) and y are poison
+// until every thread of a CTA has reached pdl_wait (the emulator's check of the programmatic launch): the
+// weights alone may be read before it.
 template <int R, class Kernel>
 std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                              const uint8_t* xq, const Config& cfg, const std::vector<float>* init, size_t smem,
@@ -561,7 +563,12 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
     const int64_t grid = (end + R - 1) / R;
     std::vector<int64_t> order(static_cast<size_t>(grid));
     for (int64_t b = 0; b < grid; ++b) order[static_cast<size_t>(b)] = cfg.reverse ? grid - 1 - b : b;
-    launch(grid, threads, smem, cfg, [&] { kernel(seg); }, &order);
+    {
+        std::vector<mv_emu::DepRegion> dep = {{const_cast<uint8_t*>(xq), static_cast<size_t>(mv::xq_bytes(cols))}};
+        for (auto& yi : y) dep.push_back(emu_test::region(yi));
+        const emu_test::Dependent guard(std::move(dep));
+        launch(grid, threads, smem, cfg, [&] { kernel(seg); }, &order);
+    }
     for (size_t i = 0; i < rows.size(); ++i) {
         REQUIRE_MESSAGE(std::all_of(y[i].begin() + rows[i], y[i].end(), [](float v) { return v == 12345.0f; }), "y written past its end");
         y[i].resize(static_cast<size_t>(rows[i]));

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace emu_test {
@@ -37,6 +38,19 @@ inline double rel_l2(const std::vector<float>& a, const std::vector<double>& ref
         den += ref[i] * ref[i];
     }
     return std::sqrt(num / std::max(den, 1e-300));
+}
+
+// The memory the kernel before writes and the kernel itself writes, for the emulator's check of pdl_wait
+// (tests/emu/cuda/matvec_ptx.cuh, `dependent`), for the scope of one launch.
+struct Dependent {
+    explicit Dependent(std::vector<mv_emu::DepRegion> r) { mv_emu::dependent = std::move(r); }
+    ~Dependent() { mv_emu::dependent.clear(); }
+    Dependent(const Dependent&) = delete;
+    Dependent& operator=(const Dependent&) = delete;
+};
+template <class T>
+mv_emu::DepRegion region(std::vector<T>& v) {
+    return {v.data(), v.size() * sizeof(T)};
 }
 
 // Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,

@@ -19,7 +19,9 @@
 //  * cp.async copies are queued per thread and land only at the wait that covers them (or at once, in
 //    eager mode): reading a slot early, or overwriting one still in use, changes the result. Every global
 //    read is checked against the buffers the test registered, 16-byte loads for alignment; shared-memory
-//    alignment is UBSan's to check (the sanitizer build runs this test), mv_smem being 16-byte aligned.
+//    alignment is UBSan's to check (the sanitizer build runs this test), mv_smem being 16-byte aligned;
+//  * pdl_wait keeps the programmatic launch's contract: memory a test names as the kernel before's
+//    output (or this kernel's) is poison in each CTA until every thread has reached the wait (`dependent`).
 #pragma once
 
 #include <ucontext.h>
@@ -138,6 +140,22 @@ inline void check_read(const void* p, size_t n) {
     die("global read outside the registered buffers");
 }
 
+// ---- the programmatic launch's contract (cuda/pdl.cuh) ----
+// A test lists in `dependent` the memory that the kernel before writes (the kernel's inputs from it) and
+// that the kernel itself writes. Each CTA then starts with those bytes poisoned (0xff: NaN floats) and
+// their contents kept aside; they get them back only once every thread of the CTA has reached pdl_wait,
+// exited, or blocked at a barrier (pdl_wait is not a barrier on a GPU; here it is a rendezvous, so no
+// thread can read early what another let in). A read before the wait sees the poison, and a write before
+// it is found at the rendezvous (die); a cp.async issued before the wait reads its source when it lands,
+// so only the eager configuration catches one that should have waited. Constants (weights, and what the
+// host copied before the step) stay out of the list and readable throughout. Empty (the default):
+// pdl_wait does nothing.
+struct DepRegion {
+    void* p;
+    size_t n;
+};
+inline std::vector<DepRegion> dependent;
+
 // ---- the fiber scheduler of one CTA ----
 constexpr int kMaxThreads = 512;  // CTAs of up to 16 warps
 // Fiber stacks: the kernels need a few KB; ASan's swapcontext clears the shadow of the whole stack on
@@ -156,6 +174,7 @@ struct Thread {
     ucontext_t ctx;
     std::vector<char> stack;
     bool finished = false;
+    bool at_pdl_wait = false;
     const Group* waiting = nullptr;  // blocked at this barrier until its generation moves past wait_gen
     uint64_t wait_gen = 0;
     std::vector<Copy> open;                    // cp.async copies of the group being built
@@ -180,6 +199,8 @@ struct Runtime {
     std::function<void()> body;
     Dim block{0, 0, 0}, grid{1, 1, 1};
     uint64_t inexact = 0;  // f16x2 results f16 could not hold exactly
+    bool pdl_released = true;                   // this CTA's dependent memory holds its contents
+    std::vector<std::vector<uint8_t>> pdl_kept;  // the contents of `dependent` while it is poisoned
 #if MV_EMU_ASAN
     const void* main_bottom = nullptr;
     size_t main_size = 0;
@@ -230,6 +251,48 @@ inline void fiber_entry() {
     // returns to main_ctx through uc_link
 }
 
+// The dependent memory gets its contents back; die if something wrote it while it was poisoned.
+inline void pdl_release() {
+    if (rt.pdl_released) return;
+    rt.pdl_released = true;
+    for (size_t i = 0; i < dependent.size(); ++i) {
+        auto* b = static_cast<uint8_t*>(dependent[i].p);
+        for (size_t k = 0; k < dependent[i].n; ++k)
+            if (b[k] != 0xff) die("a write before pdl_wait to memory the kernel before may read");
+        std::memcpy(b, rt.pdl_kept[i].data(), dependent[i].n);
+    }
+}
+inline void pdl_poison() {
+    rt.pdl_released = dependent.empty();
+    rt.pdl_kept.resize(dependent.size());
+    for (size_t i = 0; i < dependent.size(); ++i) {
+        auto* b = static_cast<uint8_t*>(dependent[i].p);
+        rt.pdl_kept[i].assign(b, b + dependent[i].n);
+        std::memset(b, 0xff, dependent[i].n);
+    }
+}
+// pdl_wait's stand-in: back to the scheduler until every other thread waits here, has exited or is
+// blocked at a barrier; then the memory is released (once a CTA) and every thread goes on.
+inline void pdl_rendezvous() {
+    Thread& me = rt.th[rt.cur];
+    me.at_pdl_wait = true;
+    ++rt.progress;
+    while (!rt.pdl_released) {
+        bool all = true;
+        for (int t = 0; t < rt.n && all; ++t) {
+            const Thread& o = rt.th[t];
+            all = o.finished || o.at_pdl_wait || (o.waiting && o.waiting->gen == o.wait_gen);
+        }
+        if (all) {
+            pdl_release();
+            ++rt.progress;
+            break;
+        }
+        to_main();
+    }
+    me.at_pdl_wait = false;
+}
+
 // Runs `body` as the n threads of CTA `block` (n a multiple of 32).
 inline void run_cta(Dim block, int n, std::function<void()> body) {
     if (n <= 0 || n > kMaxThreads || n % 32 != 0) die("a CTA of a thread count the emulator does not take");
@@ -241,6 +304,7 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
     for (int t = 0; t < n; ++t) {
         Thread& th = rt.th[t];
         th.finished = false;
+        th.at_pdl_wait = false;
         th.waiting = nullptr;
         th.open.clear();
         th.committed.clear();
@@ -251,6 +315,7 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
         th.ctx.uc_link = &rt.main_ctx;
         makecontext(&th.ctx, fiber_entry, 0);
     }
+    pdl_poison();
     for (;;) {
         bool all = true;
         const uint64_t before = rt.progress;
@@ -273,6 +338,7 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
         if (all) break;
         if (rt.progress == before) die("deadlock: every thread waits at a barrier nobody else reaches");
     }
+    pdl_release();  // a CTA whose threads all exited before pdl_wait
     for (int t = 0; t < n; ++t)
         for (const auto& g : rt.th[t].committed)
             if (!g.empty()) die("a CTA ended with cp.async copies never waited for");
@@ -506,7 +572,9 @@ inline void ldsm(uint32_t (&r)[4], uint32_t addr, bool trans) {
 inline void ldsm_x4(uint32_t (&r)[4], uint32_t addr) { ldsm(r, addr, false); }
 inline void ldsm_x4_trans(uint32_t (&r)[4], uint32_t addr) { ldsm(r, addr, true); }
 
-inline void pdl_wait() {}
+inline void pdl_wait() {
+    if (!mv_emu::dependent.empty()) mv_emu::pdl_rendezvous();
+}
 inline void pdl_launch_dependents() {}
 inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 inline int4 ld_x16(const int4* p) { return __ldg(p); }
