@@ -177,6 +177,14 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
     check_launch("to_f16");
 }
 
+// The RMSNorm's weights, and qkv_finish's bias, norm weights, rotations and cache rows, read before the
+// kernels' pdl_wait (1), or after it as measured until 2026-12-05 (0; cuda/norm_rope.cuh, `kEarly`).
+// Written without a GPU (2026-12-05, thirteenth session): off until a same-call A/B measures it.
+#ifndef MINFER_ROW_PREWAIT
+#define MINFER_ROW_PREWAIT 0
+#endif
+constexpr bool kRowPrewait = MINFER_ROW_PREWAIT != 0;
+
 namespace {
 void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
                      __half* out16, void* xq) {
@@ -192,8 +200,8 @@ void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const fl
     const bool vec = aligned && nr::rms_vec(dim);
     const dim3 grid(static_cast<unsigned>(rows)), block(static_cast<unsigned>(nr::rms_threads(dim, vec)));
     if (vec) {
-        check(launch_pdl(add ? nr::rms_norm_vec_kernel<true> : nr::rms_norm_vec_kernel<false>, grid, block, 0, stream, x, add, dim, w, eps,
-                         out, out16, static_cast<uint8_t*>(xq)),
+        check(launch_pdl(add ? nr::rms_norm_vec_kernel<true, kRowPrewait> : nr::rms_norm_vec_kernel<false, kRowPrewait>, grid, block, 0,
+                         stream, x, add, dim, w, eps, out, out16, static_cast<uint8_t*>(xq)),
               "rms_norm");
     } else {
         check(launch_pdl(nr::rms_norm_kernel, grid, block, 0, stream, x, add, dim, w, eps, out, out16), "rms_norm");
@@ -250,7 +258,7 @@ void qkv_finish(const QkvIn& in, float* q, int n, int n_head, int n_head_kv, int
     if (in.ld_q < q_dim || in.ld_kv < kv_dim || (in.q == q && in.ld_q != q_dim))
         fail(MINFER_ERR_INTERNAL, "qkv_finish: row strides %lld, %lld", static_cast<long long>(in.ld_q), static_cast<long long>(in.ld_kv));
     const int64_t units = static_cast<int64_t>(n) * (n_head + 2 * n_head_kv);
-    check(launch_pdl(nr::qkv_finish_kernel, dim3(blocks_for(units, 4)), dim3(128), 0, stream, in.q, in.k, in.v, in.ld_q, in.ld_kv, q, n,
+    check(launch_pdl(nr::qkv_finish_kernel<kRowPrewait>, dim3(blocks_for(units, 4)), dim3(128), 0, stream, in.q, in.k, in.v, in.ld_q, in.ld_kv, q, n,
                      n_head, n_head_kv, head_dim, bq, bk, bv, q_norm, k_norm, eps, inv_freq, pos0, pos_dev, k_cache, v_cache, kv, rope,
                      q16, q16_scale),
           "qkv_finish");

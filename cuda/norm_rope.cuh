@@ -73,23 +73,33 @@ inline int rms_threads(int dim, bool vec) {
     const int threads = ((dim + per - 1) / per + 31) / 32 * 32;
     return threads < 32 ? 32 : threads > 1024 ? 1024 : threads;
 }
-template <bool kAdd>
+// kEarly: the norm's weights (which nothing writes) are loaded before pdl_wait, so their latency is
+// spent under the kernel before instead of after it (MINFER_ROW_PREWAIT, cuda/kernels.cu); the same
+// arithmetic either way.
+template <bool kAdd, bool kEarly>
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const float* add, int dim, const float* w, float eps,
                                                             float* out, __half* out16, uint8_t* xq) {
+    const float4* wv = reinterpret_cast<const float4*>(w);
+    const int n4 = dim / 4;
+    float4 v[kRmsVec], g[kRmsVec], d[kRmsVec];
+    if (kEarly) {
+#pragma unroll
+        for (int e = 0; e < kRmsVec; ++e) {
+            const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
+            g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+    }
     pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
     pdl_launch_dependents();
     __shared__ float partial[32];
     float4* in = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = out ? reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
-    const float4* wv = reinterpret_cast<const float4*>(w);
-    const int n4 = dim / 4;
-    float4 v[kRmsVec], g[kRmsVec], d[kRmsVec];
     const float4* ad = kAdd ? reinterpret_cast<const float4*>(add + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
 #pragma unroll
     for (int e = 0; e < kRmsVec; ++e) {
         const int i = static_cast<int>(threadIdx.x) + e * static_cast<int>(blockDim.x);
         v[e] = i < n4 ? in[i] : make_float4(0.f, 0.f, 0.f, 0.f);
-        g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+        if (!kEarly) g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
         d[e] = kAdd && i < n4 ? ad[i] : make_float4(0.f, 0.f, 0.f, 0.f);
     }
     if (kAdd) {  // the deferred residual add (rms_norm_kernel), written back before anything reads x again
@@ -127,17 +137,25 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
 // The same roundings as add_bias, rms_norm, rope and store_kv one after another. q16 (optional): q's rows
 // go there instead, times q16_scale and rounded to f16, the operand the prefill attention kernels make of
 // f32 q themselves (the same product and rounding, so the same bits).
+// kEarly (MINFER_ROW_PREWAIT, cuda/kernels.cu): everything but the projections is read before pdl_wait,
+// the unit's rotations computed and its cache row looked up there too: the bias and the norms' weights
+// are weights, and the positions, slots and page tables were copied by the host before the step's first
+// kernel, which every kernel of the step starts after. Only the q, k and v rows the kernel before wrote
+// are read after the wait. The same arithmetic either way.
+template <bool kEarly>
 __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k, const float* __restrict__ v, int64_t ld_q,
                                   int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
                                   const float* bk, const float* bv,
                                   const float* q_norm, const float* k_norm, float eps, const double* __restrict__ inv_freq,
                                   int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv,
                                   RopeTable rope, __half* __restrict__ q16, float q16_scale) {
-    pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
-    pdl_launch_dependents();
+    if (!kEarly) {
+        pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+        pdl_launch_dependents();
+    }
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
     const int per_token = n_head + 2 * n_head_kv;
-    if (unit >= n * per_token) return;  // warp-uniform
+    if (unit >= n * per_token) return;  // warp-uniform (exiting counts as the warp's trigger)
     const int lane = threadIdx.x % 32, t = unit / per_token, u = unit % per_token;
     const int pos = pos_dev ? pos_dev[t] : pos0 + t;
     const int kind = u < n_head ? 0 : u < n_head + n_head_kv ? 1 : 2;  // q, k, v
@@ -148,6 +166,38 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
     const float* bias = kind == 0 ? bq : kind == 1 ? bk : bv;
     const float* norm = kind == 0 ? q_norm : kind == 1 ? k_norm : nullptr;
     const int half = head_dim / 2;  // at most 64: two pairs (j, j + half) per lane
+    // The rotation of pair j at the token's position: the context's table where it reaches, else computed.
+    auto rotation = [&](int j, float& c, float& sv) {
+        if (pos < rope.rows) {  // pos >= 0: a position of the context
+            const float2 cs = rope.cs[static_cast<int64_t>(pos) * half + j];
+            c = cs.x, sv = cs.y;
+        } else {
+            double sn, cs;
+            sincos(static_cast<double>(pos) * inv_freq[j], &sn, &cs);
+            c = static_cast<float>(cs), sv = static_cast<float>(sn);
+        }
+    };
+    auto cache_row = [&] { return kv_row(kv, t, pos) * kv_dim + static_cast<int64_t>(head) * head_dim; };
+    // The early form's values (unused by the other, which reads each where it is used).
+    float ba[2] = {0.0f, 0.0f}, bb[2] = {0.0f, 0.0f}, na[2] = {0.0f, 0.0f}, nb[2] = {0.0f, 0.0f}, rc[2] = {0.0f, 0.0f},
+          rs[2] = {0.0f, 0.0f};
+    int64_t row = 0;
+    if (kEarly) {
+#pragma unroll
+        for (int p = 0; p < 2; ++p) {
+            const int j = lane + 32 * p;
+            if (j >= half) continue;
+            if (bias) {
+                ba[p] = bias[static_cast<int64_t>(head) * head_dim + j];
+                bb[p] = bias[static_cast<int64_t>(head) * head_dim + j + half];
+            }
+            if (norm) na[p] = norm[j], nb[p] = norm[j + half];
+            if (kind != 2) rotation(j, rc[p], rs[p]);
+        }
+        if (kind != 0) row = cache_row();
+        pdl_wait();  // launched as a programmatic dependent (cuda/pdl.cuh)
+        pdl_launch_dependents();
+    }
     float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
@@ -156,8 +206,8 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
             a[p] = src[j];
             b[p] = src[j + half];
             if (bias) {
-                a[p] += bias[static_cast<int64_t>(head) * head_dim + j];
-                b[p] += bias[static_cast<int64_t>(head) * head_dim + j + half];
+                a[p] += kEarly ? ba[p] : bias[static_cast<int64_t>(head) * head_dim + j];
+                b[p] += kEarly ? bb[p] : bias[static_cast<int64_t>(head) * head_dim + j + half];
             }
         }
     }
@@ -168,8 +218,8 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
         for (int p = 0; p < 2; ++p) {
             const int j = lane + 32 * p;
             if (j < half) {
-                a[p] = __fmul_rn(__fmul_rn(a[p], scale), norm[j]);
-                b[p] = __fmul_rn(__fmul_rn(b[p], scale), norm[j + half]);
+                a[p] = __fmul_rn(__fmul_rn(a[p], scale), kEarly ? na[p] : norm[j]);
+                b[p] = __fmul_rn(__fmul_rn(b[p], scale), kEarly ? nb[p] : norm[j + half]);
             }
         }
     }
@@ -179,15 +229,8 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
         if (j >= half) continue;
         float x0 = a[p], x1 = b[p];
         if (kind != 2) {
-            float c, sv;
-            if (pos < rope.rows) {  // pos >= 0: a position of the context
-                const float2 cs = rope.cs[static_cast<int64_t>(pos) * half + j];
-                c = cs.x, sv = cs.y;
-            } else {
-                double sn, cs;
-                sincos(static_cast<double>(pos) * inv_freq[j], &sn, &cs);
-                c = static_cast<float>(cs), sv = static_cast<float>(sn);
-            }
+            float c = rc[p], sv = rs[p];
+            if (!kEarly) rotation(j, c, sv);
             x0 = __fsub_rn(__fmul_rn(a[p], c), __fmul_rn(b[p], sv));
             x1 = __fadd_rn(__fmul_rn(a[p], sv), __fmul_rn(b[p], c));
         }
@@ -201,7 +244,7 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
                 q[at + j + half] = x1;
             }
         } else {
-            __half* dst = (kind == 1 ? kc : vc) + kv_row(kv, t, pos) * kv_dim + static_cast<int64_t>(head) * head_dim;
+            __half* dst = (kind == 1 ? kc : vc) + (kEarly ? row : cache_row());
             dst[j] = __float2half_rn(x0);
             dst[j + half] = __float2half_rn(x1);
         }
