@@ -39,6 +39,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -285,6 +286,8 @@ public:
         if (stream_.get()) cudaStreamSynchronize(stream_.get());  // no kernel may outlive the buffers it uses
         for (cudaEvent_t e : timing_)
             if (e) cudaEventDestroy(e);
+        for (cudaEvent_t e : step_ev_)
+            if (e) cudaEventDestroy(e);
         if (graph_) cudaGraphExecDestroy(graph_);
         for (BatchGraph& g : batch_graphs_)
             if (g.exec) cudaGraphExecDestroy(g.exec);
@@ -305,6 +308,7 @@ public:
             if (n == 1 && shape_.n_seq == 1 && b.out_rows.size() == 1) {
                 decode_step(b.tokens[0], b.pos[0]);
             } else {
+                step_window_reset();  // the debug timing's next decode step has no step just before it
                 const size_t chunk = static_cast<size_t>(max_tokens_);
                 size_t out = 0;
                 // Debug level: the call's time on the stream (its first launch to the logits' argmax read back)
@@ -437,16 +441,63 @@ private:
         io[1] = pos;
         io[2] = 0;  // slot
         io[3] = 0;  // output row
-        if (!graphs_ || steps_ == 0) {
-            enqueue_step();
-        } else {
-            if (!graph_) capture();
-            check(cudaGraphLaunch(graph_, s()), "decode step (graph launch)");
-        }
+        const bool eager = !graphs_ || steps_ == 0;
+        if (!eager && !graph_) capture();
+        const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
+        if (eager) enqueue_step();
+        else check(cudaGraphLaunch(graph_, s()), "decode step (graph launch)");
+        const bool ended = timed && step_record(1);
         ++steps_;
         stream_.sync("decode step");
         n_out_ = 1;
         host_row_ = -1;
+        if (ended) step_account();
+        else step_window_reset();
+    }
+
+    // Debug level: decode steps timed on the stream (their start and end recorded around the graph
+    // launch), with the stream's idle time from one step's end to the next one's start: what a token
+    // spends outside the GPU (the sync's wake-up, the sampling, the API call, the graph launch), which
+    // ncu's kernel sums cannot show. Logged once every kStepWindow consecutive steps (a forward pass of
+    // another kind, or an untimed step, starts the count again). A diagnostic: where an event call fails,
+    // the step goes untimed and the error is cleared.
+    static constexpr int kStepWindow = 64;
+    void step_window_reset() {
+        step_prev_ = false;
+        step_count_ = 0;
+        step_busy_ms_ = step_idle_ms_ = step_idle_max_ms_ = 0.0;
+    }
+    bool step_record(int i) {
+        if (!step_ev_[i] && cudaEventCreate(&step_ev_[i]) != cudaSuccess) {
+            step_ev_[i] = nullptr;
+            cudaGetLastError();
+            return false;
+        }
+        if (cudaEventRecord(step_ev_[i], s()) == cudaSuccess) return true;
+        cudaGetLastError();
+        return false;
+    }
+    void step_account() {
+        float busy = 0.0f, idle = 0.0f;
+        if (cudaEventElapsedTime(&busy, step_ev_[0], step_ev_[1]) != cudaSuccess) {
+            cudaGetLastError();
+            step_window_reset();
+            return;
+        }
+        const bool gap = step_prev_ && cudaEventElapsedTime(&idle, step_ev_[2], step_ev_[0]) == cudaSuccess;
+        if (step_prev_ && !gap) cudaGetLastError();
+        std::swap(step_ev_[1], step_ev_[2]);  // this step's end: the next step's "previous end"
+        step_prev_ = true;
+        if (!gap) return;  // counted from the second step of a run
+        step_busy_ms_ += busy;
+        step_idle_ms_ += idle;
+        step_idle_max_ms_ = std::max(step_idle_max_ms_, static_cast<double>(idle));
+        if (++step_count_ < kStepWindow) return;
+        log_line(log_level_, MINFER_LOG_DEBUG,
+                 "CUDA: %d decode steps: %.1f us a step on the stream, %.1f us a step idle between steps (the host's turn; at most %.1f)",
+                 step_count_, 1e3 * step_busy_ms_ / step_count_, 1e3 * step_idle_ms_ / step_count_, 1e3 * step_idle_max_ms_);
+        step_count_ = 0;
+        step_busy_ms_ = step_idle_ms_ = step_idle_max_ms_ = 0.0;
     }
 
     // The decode step's operations, reading the token and position that io_host_ holds at execution.
@@ -822,6 +873,10 @@ private:
     bool int8_;  // the matvec_int8 option
     int log_level_;
     cudaEvent_t timing_[2] = {nullptr, nullptr};  // a timed call's first and last point on the stream (debug level)
+    cudaEvent_t step_ev_[3] = {nullptr, nullptr, nullptr};  // a timed decode step's start and end, the previous one's end
+    bool step_prev_ = false;  // step_ev_[2] holds the end of the decode step just before
+    int step_count_ = 0;      // steps of the current window
+    double step_busy_ms_ = 0.0, step_idle_ms_ = 0.0, step_idle_max_ms_ = 0.0;
     int max_tokens_ = 0;
     int64_t kv_dim_ = 0, q_dim_ = 0;
     int64_t kv_rows_ = 0;  // KV rows per layer: the pool's pages * kKvPage

@@ -6,8 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -1588,6 +1591,89 @@ TEST_SUITE("cuda") {
             CHECK(std::vector<int32_t>(again.first.begin() + 64, again.first.end()) ==
                   std::vector<int32_t>(eager.first.begin() + 20, eager.first.end()));
         }
+    }
+
+    // Debug level: a decode run's steps are timed on the stream, with the stream's idle time between one
+    // step's end and the next one's start (the host's turn), logged once every 64 steps counted from a
+    // run's second step (cuda/forward.cu, step_account). 129 steps after a prompt and a first step log
+    // exactly two lines; each gives a time a step on the stream above zero and an idle time a step no
+    // larger than its maximum; the two windows (steps 2 .. 129, each with the gap before it) add up to the
+    // stream's time from step 1's end to step 129's, which lies within the host's wall time for steps
+    // 2 .. 130 and misses only step 130 of it, so it is between 90% and 100% of it. A prefill of more than one
+    // token between steps starts a new run; at info level nothing is logged. Eager launches
+    // (cuda_graph=false) and the graph alike.
+    TEST_CASE("decode: at debug level the steps' time on the stream and the idle time between them are logged") {
+        static std::vector<std::string> lines;
+        minfer_set_log_callback([](minfer_log_level, const char* msg, void*) { lines.emplace_back(msg); }, nullptr);
+        struct Unset {
+            ~Unset() { minfer_set_log_callback(nullptr, nullptr); }
+        } unset;
+        const std::string path = synth_model("qwen2-tiny", "q4_K_M");
+        for (const char* level : {"debug", "info"})
+            for (const char* graph : {"true", "false"}) {
+                CAPTURE(level);
+                CAPTURE(graph);
+                const char* k[] = {"device", "ctx_len", "cuda_graph", "log_level"};
+                const char* v[] = {"cuda", "512", graph, level};
+                minfer_model* m = nullptr;
+                REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 4, &m) == MINFER_OK, minfer_last_error());
+                minfer_context* ctx = nullptr;
+                REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+                const std::vector<int32_t> prompt = {11, 48, 85, 122};
+                REQUIRE(minfer_prefill(ctx, prompt.data(), prompt.size()) == MINFER_OK);
+                auto decode = [&](int steps) {
+                    for (int i = 0; i < steps; ++i) {
+                        int32_t t = -1;
+                        REQUIRE_MESSAGE(minfer_decode(ctx, &t) == MINFER_OK, minfer_last_error());
+                    }
+                };
+                // The step lines logged since the last call: (us a step on the stream, us idle a step, most idle).
+                auto step_lines = [] {
+                    std::vector<std::array<double, 3>> got;
+                    for (const std::string& l : lines)
+                        if (const size_t at = l.find("64 decode steps: "); at != std::string::npos) {
+                            std::array<double, 3> f{-1, -1, -1};
+                            const int n = std::sscanf(l.c_str() + at, "64 decode steps: %lf us a step on the stream, %lf us a step idle between steps (the host's turn; at most %lf)",
+                                                      &f[0], &f[1], &f[2]);
+                            CHECK_MESSAGE(n == 3, l);
+                            got.push_back(f);
+                        }
+                    lines.clear();
+                    return got;
+                };
+                decode(1);  // the run's first step (its kernels' first use): no gap before it is counted
+                lines.clear();
+                const auto t0 = std::chrono::steady_clock::now();
+                decode(129);
+                const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+                const auto got = step_lines();
+                if (std::string(level) == "info") {
+                    CHECK(got.empty());
+                } else {
+                    REQUIRE(got.size() == 2);  // steps 2 .. 65 and 66 .. 129
+                    double covered = 0.0;
+                    for (const auto& f : got) {
+                        CHECK(f[0] > 0.0);
+                        CHECK(f[1] >= 0.0);
+                        CHECK(f[1] <= f[2]);
+                        covered += 64 * (f[0] + f[1]);
+                    }
+                    CAPTURE(covered);
+                    CAPTURE(wall_us);
+                    CHECK(covered <= wall_us * 1.01 + 50.0);
+                    CHECK(covered >= 0.9 * wall_us);
+                    // A prefill of two tokens between steps: the next step has no gap counted, so 64 more steps
+                    // log nothing and the 65th logs (steps 2 .. 65 of the new run).
+                    const int32_t more[] = {7, 9};
+                    REQUIRE(minfer_prefill(ctx, more, 2) == MINFER_OK);
+                    decode(64);
+                    CHECK(step_lines().empty());
+                    decode(1);
+                    CHECK(step_lines().size() == 1);
+                }
+                minfer_context_free(ctx);
+                minfer_close(m);
+            }
     }
 
     // Greedy decoding after a short and after a long context (8200 tokens: the decode attention splits the
