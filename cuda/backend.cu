@@ -846,6 +846,9 @@ std::vector<uint8_t> cuda_qkv_finish(const std::vector<float>& qkv, const std::v
     if (table > 0) {
         cuda::rope_table(dinv.as<double>(), head_dim, table_rows, dtab.as<float2>(), stream.get());
         if (table == 2) check(cudaMemsetAsync(dtab.as<void>(), 0, dtab.bytes(), stream.get()), "zero the table");
+        // Finished before qkv_finish starts, as a context's table is (made when the context is created):
+        // with MINFER_ROW_PREWAIT qkv_finish reads it before its pdl_wait, which orders nothing before that.
+        stream.sync("RoPE table");
         rope = {dtab.as<float2>(), table_rows};
     }
     const float* in = din.as<float>();

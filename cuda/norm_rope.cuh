@@ -139,9 +139,11 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
 // f32 q themselves (the same product and rounding, so the same bits).
 // kEarly (MINFER_ROW_PREWAIT, cuda/kernels.cu): everything but the projections is read before pdl_wait,
 // the unit's rotations computed and its cache row looked up there too: the bias and the norms' weights
-// are weights, and the positions, slots and page tables were copied by the host before the step's first
-// kernel, which every kernel of the step starts after. Only the q, k and v rows the kernel before wrote
-// are read after the wait. The same arithmetic either way.
+// are weights, inv_freq and the RoPE table are made when the context is created, and the positions,
+// slots and page tables are copied by the host before the step's first kernel, which every kernel of the
+// step starts after (a programmatic dependent launches only once every CTA of the kernel before has
+// started). Only the q, k and v rows the kernel before wrote are read after the wait. The same
+// arithmetic either way.
 template <bool kEarly>
 __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k, const float* __restrict__ v, int64_t ld_q,
                                   int64_t ld_kv, float* q, int n, int n_head, int n_head_kv, int head_dim, const float* bq,
@@ -155,7 +157,7 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
     }
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
     const int per_token = n_head + 2 * n_head_kv;
-    if (unit >= n * per_token) return;  // warp-uniform (exiting counts as the warp's trigger)
+    if (unit >= n * per_token) return;  // warp-uniform (a CTA's trigger: all its threads triggered or exited)
     const int lane = threadIdx.x % 32, t = unit / per_token, u = unit % per_token;
     const int pos = pos_dev ? pos_dev[t] : pos0 + t;
     const int kind = u < n_head ? 0 : u < n_head + n_head_kv ? 1 : 2;  // q, k, v

@@ -226,7 +226,8 @@ QkvOut run_qkv(const Config& cfg, std::vector<float>& qkv, const std::vector<int
 // NaN row past it is never read), q and K match float64 and V is v + bv in f16 (bias, no q/k norm:
 // Qwen2; q/k norms, no bias: Qwen3), and the form that reads all but the projections before pdl_wait
 // writes the same bytes in every run. Positions inside and past a 300-row table, head sizes 64 and 128,
-// a group of 7 query heads, 9 tokens (81 warps: the last CTA's other three exit before waiting).
+// a group of 7 query heads, 9 tokens (81 warps: in the early form the last CTA's other three exit
+// before waiting).
 TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only where it reaches") {
     for (const Config& cfg : kConfigs)
         for (const int hd : {64, 128})

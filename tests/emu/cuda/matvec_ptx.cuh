@@ -146,8 +146,9 @@ inline void check_read(const void* p, size_t n) {
 // their contents kept aside; they get them back only once every thread of the CTA has reached pdl_wait,
 // exited, or blocked at a barrier (pdl_wait is not a barrier on a GPU; here it is a rendezvous, so no
 // thread can read early what another let in). A read before the wait sees the poison, and a write before
-// it is found at the rendezvous (die); a cp.async issued before the wait reads its source when it lands,
-// so only the eager configuration catches one that should have waited. Constants (weights, and what the
+// it is found at the rendezvous (die), unless it wrote 0xff bytes; a cp.async issued before the wait
+// reads its source when it lands, so only the eager configuration catches one that should have waited.
+// Regions must not overlap (an in-place kernel lists its buffer once). Constants (weights, and what the
 // host copied before the step) stay out of the list and readable throughout. Empty (the default):
 // pdl_wait does nothing.
 struct DepRegion {
@@ -263,6 +264,11 @@ inline void pdl_release() {
     }
 }
 inline void pdl_poison() {
+    for (size_t i = 0; i < dependent.size(); ++i)  // one region's kept bytes would hold another's poison
+        for (size_t j = 0; j < i; ++j) {
+            const auto *a = static_cast<uint8_t*>(dependent[i].p), *b = static_cast<uint8_t*>(dependent[j].p);
+            if (a < b + dependent[j].n && b < a + dependent[i].n) die("overlapping dependent regions");
+        }
     rt.pdl_released = dependent.empty();
     rt.pdl_kept.resize(dependent.size());
     for (size_t i = 0; i < dependent.size(); ++i) {
