@@ -867,6 +867,18 @@ TEST_SUITE("cuda") {
 
 namespace {
 
+// The library's log lines while it lives (the process-wide callback, unset at its end).
+struct LogLines {
+    static inline std::vector<std::string> lines;
+    LogLines() {
+        lines.clear();
+        minfer_set_log_callback([](minfer_log_level, const char* msg, void*) { lines.emplace_back(msg); }, nullptr);
+    }
+    ~LogLines() { minfer_set_log_callback(nullptr, nullptr); }
+    LogLines(const LogLines&) = delete;
+    LogLines& operator=(const LogLines&) = delete;
+};
+
 std::string synth_model(const std::string& preset, const std::string& mix) {
     const std::string path = test::tmp_path("cuda-" + preset + "-" + mix + ".gguf");
     minfer::synth::write_model(path, preset, mix, 11);
@@ -1180,13 +1192,10 @@ TEST_SUITE("cuda") {
     // length the runner took. Qwen2 and Qwen3 in f16, q8_0 and q4_K_M (the attention and the GEMM inputs do
     // not depend on the weight type; the test above covers every type at 108 tokens).
     TEST_CASE("whole models: prompts of 1, 17, 512 and 2,100 tokens, in one call and in two, in passes of 1,000, against float64") {
-        static std::vector<std::string> lines;
-        minfer_set_log_callback([](minfer_log_level, const char* msg, void*) { lines.emplace_back(msg); }, nullptr);
-        struct Unset {
-            ~Unset() { minfer_set_log_callback(nullptr, nullptr); }
-        } unset;
+        const LogLines log;
+        std::vector<std::string>& lines = LogLines::lines;
         // The tokens of the forward passes a context creation logged ("... forward passes of up to N tokens").
-        auto passes_logged = [] {
+        auto passes_logged = [&] {
             int n = -1;
             for (const std::string& l : lines)
                 if (const size_t at = l.find("forward passes of up to "); at != std::string::npos) n = std::atoi(l.c_str() + at + 24);
@@ -1603,11 +1612,8 @@ TEST_SUITE("cuda") {
     // token between steps starts a new run; at info level nothing is logged. Eager launches
     // (cuda_graph=false) and the graph alike.
     TEST_CASE("decode: at debug level the steps' time on the stream and the idle time between them are logged") {
-        static std::vector<std::string> lines;
-        minfer_set_log_callback([](minfer_log_level, const char* msg, void*) { lines.emplace_back(msg); }, nullptr);
-        struct Unset {
-            ~Unset() { minfer_set_log_callback(nullptr, nullptr); }
-        } unset;
+        const LogLines log;
+        std::vector<std::string>& lines = LogLines::lines;
         const std::string path = synth_model("qwen2-tiny", "q4_K_M");
         for (const char* level : {"debug", "info"})
             for (const char* graph : {"true", "false"}) {
@@ -1628,7 +1634,7 @@ TEST_SUITE("cuda") {
                     }
                 };
                 // The step lines logged since the last call: (us a step on the stream, us idle a step, most idle).
-                auto step_lines = [] {
+                auto step_lines = [&] {
                     std::vector<std::array<double, 3>> got;
                     for (const std::string& l : lines)
                         if (const size_t at = l.find("64 decode steps: "); at != std::string::npos) {
