@@ -33,7 +33,8 @@ using emu_test::normal;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-bool same_bits(const void* a, const void* b, size_t bytes) { return std::memcmp(a, b, bytes) == 0; }
+// (memcmp's pointers must not be null even for no bytes: an empty vector's data() may be)
+bool same_bits(const void* a, const void* b, size_t bytes) { return bytes == 0 || std::memcmp(a, b, bytes) == 0; }
 
 // The norm of `rows` rows: x (updated in place when add is given) into out and out16; early: the vector
 // kernel's weights read before pdl_wait.

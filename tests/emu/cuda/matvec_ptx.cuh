@@ -258,6 +258,7 @@ inline void pdl_release() {
     rt.pdl_released = true;
     for (size_t i = 0; i < dependent.size(); ++i) {
         auto* b = static_cast<uint8_t*>(dependent[i].p);
+        if (dependent[i].n == 0) continue;  // (an empty vector's data() may be null)
         for (size_t k = 0; k < dependent[i].n; ++k)
             if (b[k] != 0xff) die("a write before pdl_wait to memory the kernel before may read");
         std::memcpy(b, rt.pdl_kept[i].data(), dependent[i].n);
@@ -273,6 +274,7 @@ inline void pdl_poison() {
     rt.pdl_kept.resize(dependent.size());
     for (size_t i = 0; i < dependent.size(); ++i) {
         auto* b = static_cast<uint8_t*>(dependent[i].p);
+        if (dependent[i].n == 0) continue;
         rt.pdl_kept[i].assign(b, b + dependent[i].n);
         std::memset(b, 0xff, dependent[i].n);
     }
