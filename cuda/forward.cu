@@ -496,8 +496,8 @@ private:
         log_line(log_level_, MINFER_LOG_DEBUG,
                  "CUDA: %d decode steps: %.1f us a step on the stream, %.1f us a step idle between steps (the host's turn; at most %.1f)",
                  step_count_, 1e3 * step_busy_ms_ / step_count_, 1e3 * step_idle_ms_ / step_count_, 1e3 * step_idle_max_ms_);
-        step_count_ = 0;
-        step_busy_ms_ = step_idle_ms_ = step_idle_max_ms_ = 0.0;
+        step_window_reset();
+        step_prev_ = true;  // the next window goes on from this step's end
     }
 
     // The decode step's operations, reading the token and position that io_host_ holds at execution.
