@@ -7,7 +7,8 @@
 //
 //  * CUDA keywords become nothing (or `static` for __shared__ arrays inside kernels), vector types and
 //    built-ins (__byte_perm, funnel shifts, bit casts, __ldg, ...) are plain functions;
-//  * the threads of one CTA are fibers (ucontext) run by a cooperative scheduler in one OS thread, in
+//  * the threads of one CTA are fibers run by a cooperative scheduler in one OS thread (on x86-64 a
+//    register switch of our own, elsewhere ucontext, whose switch is a system call), in
 //    forward or reverse lane order: __syncwarp, __syncthreads, shuffles and the MMA are barriers, so a
 //    missing barrier shows up as a stale read in one of the two orders, and a mismatched one as a
 //    deadlock (reported);
@@ -24,7 +25,9 @@
 //    output (or this kernel's) is poison in each CTA until every thread has reached the wait (`dependent`).
 #pragma once
 
+#if !defined(__x86_64__)
 #include <ucontext.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -38,6 +41,7 @@
 #include "quant/f16.h"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define MV_EMU_ASAN 1
 #endif
@@ -159,9 +163,79 @@ inline std::vector<DepRegion> dependent;
 
 // ---- the fiber scheduler of one CTA ----
 constexpr int kMaxThreads = 512;  // CTAs of up to 16 warps
-// Fiber stacks: the kernels need a few KB; ASan's swapcontext clears the shadow of the whole stack on
-// every switch, so keep them small.
+// Fiber stacks: the kernels need a few KB; ASan keeps a shadow of each, so keep them small.
 constexpr size_t kStack = 64 * 1024;
+
+// The switch between two fibers. glibc's swapcontext saves and restores the signal mask, a system call
+// each way: that was nine tenths of the emulator tests' time. On x86-64 the switch is ours: it pushes the
+// registers the System V ABI makes a callee keep (rbx, rbp, r12-r15, MXCSR's and the x87 control word),
+// stores the stack pointer through `from` and resumes the fiber whose stack pointer is `to` by popping
+// the same. A fiber's first resumption "returns" into fiber_start (see Context::start).
+#if defined(__x86_64__)
+extern "C" void mv_emu_switch(void** from, void* to);
+asm(R"(
+    .pushsection .text.mv_emu_switch,"axG",@progbits,mv_emu_switch,comdat
+    .weak mv_emu_switch
+    .hidden mv_emu_switch
+    .type mv_emu_switch, @function
+mv_emu_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size mv_emu_switch, .-mv_emu_switch
+    .popsection
+)");
+struct Context {
+    void* sp = nullptr;
+    // A fresh fiber on [stack, stack + size) that runs `entry` (which must never return) at its first
+    // resumption: the frame mv_emu_switch pops, the control words of this thread, then entry as the
+    // return address, above it a null one (entry's caller, for a debugger's backtrace).
+    void start(char* stack, size_t size, void (*entry)()) {
+        auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t{15};
+        auto* w = reinterpret_cast<uint64_t*>(top);
+        *--w = 0;                                   // entry starts with rsp = top - 8, as after a call
+        *--w = reinterpret_cast<uintptr_t>(entry);  // popped by ret
+        for (int r = 0; r < 6; ++r) *--w = 0;       // rbp, rbx, r12-r15
+        uint32_t mxcsr;
+        uint16_t fpucw;
+        asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fpucw));
+        *--w = uint64_t{mxcsr} | uint64_t{fpucw} << 32;
+        sp = w;
+    }
+};
+inline void switch_to(Context& from, Context& to) { mv_emu_switch(&from.sp, to.sp); }
+#else
+struct Context {
+    ucontext_t uc;
+    void start(char* stack, size_t size, void (*entry)()) {
+        getcontext(&uc);
+        uc.uc_stack.ss_sp = stack;
+        uc.uc_stack.ss_size = size;
+        uc.uc_link = nullptr;  // entry never returns
+        makecontext(&uc, entry, 0);
+    }
+};
+inline void switch_to(Context& from, Context& to) { swapcontext(&from.uc, &to.uc); }
+#endif
+
 struct Group {
     int size = 0, arrived = 0;
     uint64_t gen = 0;
@@ -172,7 +246,7 @@ struct Copy {
     int bytes;
 };
 struct Thread {
-    ucontext_t ctx;
+    Context ctx;
     std::vector<char> stack;
     bool finished = false;
     bool at_pdl_wait = false;
@@ -192,7 +266,7 @@ struct Warp {  // exchange slots of shuffles and MMAs
 struct Runtime {
     int n = 0, cur = -1;
     bool reverse = false, eager = false;
-    ucontext_t main_ctx;
+    Context main_ctx;
     Thread th[kMaxThreads];
     Group warp[kMaxThreads / 32], cta;
     Warp ws[kMaxThreads / 32];
@@ -216,10 +290,10 @@ inline void to_main() {
 #if MV_EMU_ASAN
     void* fake = nullptr;
     __sanitizer_start_switch_fiber(&fake, rt.main_bottom, rt.main_size);
-    swapcontext(&rt.th[rt.cur].ctx, &rt.main_ctx);
+    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-    swapcontext(&rt.th[rt.cur].ctx, &rt.main_ctx);
+    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
 #endif
 }
 inline void sync(Group& g) {
@@ -239,7 +313,9 @@ inline void sync(Group& g) {
 inline void sync_warp() { sync(rt.warp[tid() >> 5]); }
 inline void sync_cta() { sync(rt.cta); }
 
-inline void fiber_entry() {
+// A fiber's whole life: the kernel's body, then back to the scheduler for good (a finished fiber is never
+// resumed; its stack serves the next CTA's fiber).
+[[noreturn]] inline void fiber_start() {
 #if MV_EMU_ASAN
     __sanitizer_finish_switch_fiber(nullptr, &rt.main_bottom, &rt.main_size);
 #endif
@@ -247,9 +323,10 @@ inline void fiber_entry() {
     rt.th[rt.cur].finished = true;
     ++rt.progress;
 #if MV_EMU_ASAN
-    __sanitizer_start_switch_fiber(nullptr, rt.main_bottom, rt.main_size);
+    __sanitizer_start_switch_fiber(nullptr, rt.main_bottom, rt.main_size);  // null: this stack is done
 #endif
-    // returns to main_ctx through uc_link
+    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
+    die("a finished fiber was resumed");
 }
 
 // The dependent memory gets its contents back; die if something wrote it while it was poisoned.
@@ -317,11 +394,11 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
         th.open.clear();
         th.committed.clear();
         th.stack.resize(kStack);
-        getcontext(&th.ctx);
-        th.ctx.uc_stack.ss_sp = th.stack.data();
-        th.ctx.uc_stack.ss_size = th.stack.size();
-        th.ctx.uc_link = &rt.main_ctx;
-        makecontext(&th.ctx, fiber_entry, 0);
+#if MV_EMU_ASAN
+        // The last fiber on this stack never returned from fiber_start: its frame may still be poisoned.
+        __asan_unpoison_memory_region(th.stack.data(), th.stack.size());
+#endif
+        th.ctx.start(th.stack.data(), th.stack.size(), fiber_start);
     }
     pdl_poison();
     for (;;) {
@@ -336,10 +413,10 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
 #if MV_EMU_ASAN
             void* fake = nullptr;
             __sanitizer_start_switch_fiber(&fake, rt.th[t].stack.data(), rt.th[t].stack.size());
-            swapcontext(&rt.main_ctx, &rt.th[t].ctx);
+            switch_to(rt.main_ctx, rt.th[t].ctx);
             __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-            swapcontext(&rt.main_ctx, &rt.th[t].ctx);
+            switch_to(rt.main_ctx, rt.th[t].ctx);
 #endif
         }
         rt.cur = -1;
