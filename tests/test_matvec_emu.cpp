@@ -187,6 +187,9 @@ std::vector<float> run_mma(const std::vector<uint8_t>& w, int64_t rows, int64_t 
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
     if (x_up) mv_emu::readable.push_back({x_up->data(), x_up->size() * sizeof(float)});
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (rows + 15) / 16;
+    std::vector<mv_emu::DepRegion> dep = {emu_test::region(x), emu_test::region(y)};
+    if (x_up) dep.push_back(emu_test::region(*x_up));
+    const emu_test::Dependent guard(std::move(dep));
     launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T>(mv::one_segment(w.data(), y.data(), rows), x.data(), x_up ? x_up->data() : nullptr, nullptr,
                                  static_cast<int>(cols), row_bytes, tiles, g.maxk, false, 1);
@@ -265,6 +268,7 @@ std::vector<float> run_i8(const std::vector<uint8_t>& w, int64_t rows, int64_t c
     const auto* xq = reinterpret_cast<const uint8_t*>(xq_buf.data());
     mv_emu::readable = {{w.data(), w.size()}, {xq, xq_in.size()}};
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (rows + 15) / 16;
+    const emu_test::Dependent guard({emu_test::region(xq_buf), emu_test::region(y)});
     launch(g.grid, 32 * warps, static_cast<size_t>(mv::mma_smem_bytes<T, true>(g.maxk, warps)), cfg, [&] {
         mv::matvec_mma_kernel<T, true>(mv::one_segment(w.data(), y.data(), rows), nullptr, nullptr, xq, static_cast<int>(cols),
                                        row_bytes, tiles, g.maxk, false, 1);
@@ -298,6 +302,9 @@ std::vector<std::vector<float>> run_mma_segments(const std::vector<std::vector<u
     seg.n = 3;
     const mv::MmaGrid g = mv::mma_grid(end, resident);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (end + 15) / 16;
+    std::vector<mv_emu::DepRegion> dep = {kI8 ? emu_test::region(xq, static_cast<size_t>(mv::xq_bytes(cols))) : emu_test::region(x)};
+    for (auto& yi : y) dep.push_back(emu_test::region(yi));
+    const emu_test::Dependent guard(std::move(dep));
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, kI8>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T, kI8>(seg, kI8 ? nullptr : x.data(), nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, false,
                                       1);
@@ -338,6 +345,9 @@ std::vector<std::vector<float>> run_i8_cols(const std::vector<std::vector<uint8_
     seg.n = static_cast<int>(nm);
     const mv::MmaGrid g = mv::mma_grid(end, resident, mv::kMaxTilesPerCtaN);
     const int64_t row_bytes = static_cast<int64_t>(quant::row_bytes(stored(T), cols)), tiles = (end + 15) / 16;
+    std::vector<mv_emu::DepRegion> dep = {emu_test::region(xq, static_cast<size_t>(mv::xq_bytes(cols) * ncols))};
+    for (auto& yi : y) dep.push_back(emu_test::region(yi));
+    const emu_test::Dependent guard(std::move(dep));
     launch(g.grid, mv::kThreads, static_cast<size_t>(mv::mma_smem_bytes<T, true, kN>(g.maxk)), cfg, [&] {
         mv::matvec_mma_kernel<T, true, kN>(seg, nullptr, nullptr, xq, static_cast<int>(cols), row_bytes, tiles, g.maxk, init != nullptr,
                                            ncols);
@@ -357,6 +367,7 @@ std::vector<float> run_plain(const std::vector<uint8_t>& w, int64_t rows, int64_
     std::vector<float> y(static_cast<size_t>(rows) + 8, std::nanf(""));
     for (size_t i = static_cast<size_t>(rows); i < y.size(); ++i) y[i] = 12345.0f;
     mv_emu::readable = {{w.data(), w.size()}, {x.data(), x.size() * sizeof(float)}};
+    const emu_test::Dependent guard({emu_test::region(x), emu_test::region(y)});
     launch((rows + R - 1) / R, 128, 0, cfg, [&] { mv::matvec_plain_kernel<T, R>(mv::one_segment(w.data(), y.data(), rows), x.data(), cols, false); });
     REQUIRE_MESSAGE(std::all_of(y.begin() + rows, y.end(), [](float v) { return v == 12345.0f; }), "y written past its end");
     y.resize(static_cast<size_t>(rows));

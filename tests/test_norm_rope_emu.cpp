@@ -159,6 +159,7 @@ TEST_CASE("gather_rows with the deferred residual add") {
     for (const bool with_add : {true, false}) {
         CAPTURE(with_add);
         std::vector<float> out(rows.size() * dim, kNaN);
+        const emu_test::Dependent guard({emu_test::region(x), emu_test::region(d), emu_test::region(out)});
         emu_test::launch(mv_emu::Dim{static_cast<unsigned>((dim + 255) / 256), static_cast<unsigned>(rows.size()), 1u}, 256, 0, kConfigs[0],
                          [&] { nr::gather_rows_kernel(x.data(), with_add ? d.data() : nullptr, rows.data(), dim, out.data()); });
         int wrong = 0;

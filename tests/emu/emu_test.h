@@ -52,6 +52,12 @@ template <class T>
 mv_emu::DepRegion region(std::vector<T>& v) {
     return {v.data(), v.size() * sizeof(T)};
 }
+// An input the kernel takes as const, poisoned all the same (its elements are no const objects).
+inline mv_emu::DepRegion region(const void* p, size_t n) { return {const_cast<void*>(p), n}; }
+template <class T>
+mv_emu::DepRegion region(const std::vector<T>& v) {
+    return region(v.data(), v.size() * sizeof(T));
+}
 
 // Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,
 // fenced by 64 canary bytes checked after each CTA), one after another in the order `order` gives (a
