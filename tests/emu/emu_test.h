@@ -58,6 +58,8 @@ template <class T>
 mv_emu::DepRegion region(const std::vector<T>& v) {
     return region(v.data(), v.size() * sizeof(T));
 }
+template <class T>
+void region(const std::vector<T>&&) = delete;  // a temporary would be poisoned after its death
 
 // Runs `kernel` as CTAs 0 .. grid-1 of `threads` threads over fresh shared memory (smem bytes used,
 // fenced by 64 canary bytes checked after each CTA), one after another in the order `order` gives (a

@@ -25,7 +25,9 @@
 //    output (or this kernel's) is poison in each CTA until every thread has reached the wait (`dependent`).
 #pragma once
 
-#if !defined(__x86_64__)
+#if defined(__x86_64__) && defined(__LP64__) && defined(__ELF__)
+#define MV_EMU_OWN_SWITCH 1  // System V x86-64, ELF (not x32, Mach-O or Windows): mv_emu_switch below
+#else
 #include <ucontext.h>
 #endif
 
@@ -40,7 +42,12 @@
 
 #include "quant/f16.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MV_EMU_ASAN_CLANG 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(MV_EMU_ASAN_CLANG)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define MV_EMU_ASAN 1
@@ -163,15 +170,17 @@ inline std::vector<DepRegion> dependent;
 
 // ---- the fiber scheduler of one CTA ----
 constexpr int kMaxThreads = 512;  // CTAs of up to 16 warps
-// Fiber stacks: the kernels need a few KB; ASan keeps a shadow of each, so keep them small.
+// Fiber stacks: the kernels need a few KB; under ASan each CTA unpoisons every thread's stack, so keep
+// them small.
 constexpr size_t kStack = 64 * 1024;
 
 // The switch between two fibers. glibc's swapcontext saves and restores the signal mask, a system call
 // each way: that was nine tenths of the emulator tests' time. On x86-64 the switch is ours: it pushes the
 // registers the System V ABI makes a callee keep (rbx, rbp, r12-r15, MXCSR's and the x87 control word),
 // stores the stack pointer through `from` and resumes the fiber whose stack pointer is `to` by popping
-// the same. A fiber's first resumption "returns" into fiber_start (see Context::start).
-#if defined(__x86_64__)
+// the same. A fiber's first resumption "returns" into fiber_start (see Context::start). It leaves the CET
+// shadow stack alone: the emulator tests are built without it (tests/meson.build).
+#ifdef MV_EMU_OWN_SWITCH
 extern "C" void mv_emu_switch(void** from, void* to);
 asm(R"(
     .pushsection .text.mv_emu_switch,"axG",@progbits,mv_emu_switch,comdat
