@@ -48,11 +48,7 @@ struct Dependent {
     Dependent(const Dependent&) = delete;
     Dependent& operator=(const Dependent&) = delete;
 };
-template <class T>
-mv_emu::DepRegion region(std::vector<T>& v) {
-    return {v.data(), v.size() * sizeof(T)};
-}
-// An input the kernel takes as const, poisoned all the same (its elements are no const objects).
+// (An input the kernel takes as const is poisoned all the same: its elements are no const objects.)
 inline mv_emu::DepRegion region(const void* p, size_t n) { return {const_cast<void*>(p), n}; }
 template <class T>
 mv_emu::DepRegion region(const std::vector<T>& v) {

@@ -285,26 +285,28 @@ struct Runtime {
     uint64_t inexact = 0;  // f16x2 results f16 could not hold exactly
     bool pdl_released = true;                   // this CTA's dependent memory holds its contents
     std::vector<std::vector<uint8_t>> pdl_kept;  // the contents of `dependent` while it is poisoned
-#if MV_EMU_ASAN
-    const void* main_bottom = nullptr;
+    const void* main_bottom = nullptr;  // the scheduler's stack, for ASan (learnt at a fiber's start)
     size_t main_size = 0;
-#endif
 };
 inline Runtime rt;
 
 inline int tid() { return rt.cur; }
 inline int lane() { return rt.cur & 31; }
 
-inline void to_main() {
+// switch_to with ASan told of the stack [bottom, bottom + size) it goes to; `done`: the fiber switched
+// from has finished (ASan drops its fake stack).
+inline void switch_fiber(Context& from, Context& to, const void* bottom, size_t size, bool done = false) {
 #if MV_EMU_ASAN
     void* fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, rt.main_bottom, rt.main_size);
-    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
+    __sanitizer_start_switch_fiber(done ? nullptr : &fake, bottom, size);
+    switch_to(from, to);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
+    (void)bottom, (void)size, (void)done;
+    switch_to(from, to);
 #endif
 }
+inline void to_main() { switch_fiber(rt.th[rt.cur].ctx, rt.main_ctx, rt.main_bottom, rt.main_size); }
 inline void sync(Group& g) {
     const uint64_t gen = g.gen;
     ++rt.progress;
@@ -331,10 +333,7 @@ inline void sync_cta() { sync(rt.cta); }
     rt.body();
     rt.th[rt.cur].finished = true;
     ++rt.progress;
-#if MV_EMU_ASAN
-    __sanitizer_start_switch_fiber(nullptr, rt.main_bottom, rt.main_size);  // null: this stack is done
-#endif
-    switch_to(rt.th[rt.cur].ctx, rt.main_ctx);
+    switch_fiber(rt.th[rt.cur].ctx, rt.main_ctx, rt.main_bottom, rt.main_size, true);
     die("a finished fiber was resumed");
 }
 
@@ -419,14 +418,7 @@ inline void run_cta(Dim block, int n, std::function<void()> body) {
             all = false;
             if (rt.th[t].waiting && rt.th[t].waiting->gen == rt.th[t].wait_gen) continue;  // still blocked
             rt.cur = t;
-#if MV_EMU_ASAN
-            void* fake = nullptr;
-            __sanitizer_start_switch_fiber(&fake, rt.th[t].stack.data(), rt.th[t].stack.size());
-            switch_to(rt.main_ctx, rt.th[t].ctx);
-            __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-#else
-            switch_to(rt.main_ctx, rt.th[t].ctx);
-#endif
+            switch_fiber(rt.main_ctx, rt.th[t].ctx, rt.th[t].stack.data(), rt.th[t].stack.size());
         }
         rt.cur = -1;
         if (all) break;
