@@ -263,12 +263,14 @@ void decode_smem_once() {
 }
 
 // With pos_dev the grid covers max_splits chunks and the kernels find each row's split on the device.
+// one_chunk (pos_dev only; the caller knows every row's length is short, cuda/forward.cu): one chunk a row,
+// whatever its length, so the kernel writes the outputs itself and no combine is launched.
 template <int HD>
 void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
                    int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv, __half* out16,
-                   const DecodeXq& dx) {
+                   const DecodeXq& dx, bool one_chunk = false) {
     const int group = n_head / n_head_kv;
-    const int max_splits = decode_max_splits(n_head_kv, rows);
+    const int max_splits = one_chunk ? 1 : decode_max_splits(n_head_kv, rows);
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
     const int zc = (group + kDecodeMaxHeads - 1) / kDecodeMaxHeads;
     decode_smem_once<HD>();
@@ -344,7 +346,7 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
 
 void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
                            int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv,
-                           __half* out16, void* xq, int xq_row0, int xq_rows) {
+                           __half* out16, void* xq, int xq_row0, int xq_rows, bool one_chunk) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     if (rows <= 0) return;
     if (!pos_dev) fail(MINFER_ERR_INTERNAL, "CUDA attention: decode rows need their positions on the device");
@@ -352,8 +354,8 @@ void attention_decode_rows(const float* q, const __half* k_cache, const __half* 
         fail(MINFER_ERR_INTERNAL, "CUDA attention: int8 output rows %d .. %d of %d", xq_row0, xq_row0 + rows - 1, xq_rows);
     const DecodeXq dx{static_cast<uint8_t*>(xq), xq_row0, xq_rows};
     switch (head_dim) {
-        case 64: launch_decode<64>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx); break;
-        case 128: launch_decode<128>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx); break;
+        case 64: launch_decode<64>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk); break;
+        case 128: launch_decode<128>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk); break;
         default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
     }
 }

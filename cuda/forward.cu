@@ -104,6 +104,20 @@
 #define MINFER_Q16 1
 #endif
 
+// A decode step (one token of a sequence, or decode rows of several) whose rows all attend to at most
+// MINFER_ATTN_ONE_CHUNK keys runs its attention in one chunk a row (cuda::attention_decode_rows'
+// one_chunk): the kernel writes the output and its int8 form itself and the combine launch goes, one
+// kernel boundary a layer fewer. A longer row takes the split (flash-decoding) and the combine as before.
+// The host knows every row's position, so the step picks its form, and a CUDA graph is captured for each
+// form (the graph's launches are fixed). Up to 128 keys (4 warps, 16 keys a tile, 2 slot pairs a warp)
+// the one chunk's keys are all copied before the kernel's pdl_wait, as the split's chunks of 64 are; past
+// that a warp refills its slots, a memory round trip a refill. 0: always the split (the A/B knob).
+// Written and tested on the emulator without the GPU timing (2026-12-06); docs/perf.md has the call that
+// decides the default (device::testing::cuda_attn_one_chunk sets it at run time for the tests).
+#ifndef MINFER_ATTN_ONE_CHUNK
+#define MINFER_ATTN_ONE_CHUNK 256
+#endif
+
 namespace minfer::device {
 namespace {
 
@@ -118,6 +132,14 @@ std::atomic<uint64_t> g_pruned_layers{0};     // testing::cuda_pruned_layers: la
 std::atomic<uint64_t> g_pruned_rows{0};       // ... the rows they dropped
 std::atomic<uint64_t> g_pruned_multi{0};      // ... those of them that kept two rows or more
 std::atomic<uint64_t> g_q16_layers{0};        // testing::cuda_q16_layers: layers whose attention read f16 q
+std::atomic<int> g_one_chunk{-1};             // testing::cuda_attn_one_chunk: keys, -1 the build's MINFER_ATTN_ONE_CHUNK
+std::atomic<uint64_t> g_one_chunk_steps{0};   // ... decode attention launches enqueued in one chunk (a graph's at its capture)
+
+// The longest decode row that takes one chunk (MINFER_ATTN_ONE_CHUNK, or the tests' value).
+int one_chunk_keys() {
+    const int k = g_one_chunk.load(std::memory_order_relaxed);
+    return k < 0 ? MINFER_ATTN_ONE_CHUNK : k;
+}
 
 // Page-locked host memory (the staging of every copy between host and device).
 class Pinned {
@@ -288,7 +310,8 @@ public:
             if (e) cudaEventDestroy(e);
         for (cudaEvent_t e : step_ev_)
             if (e) cudaEventDestroy(e);
-        if (graph_) cudaGraphExecDestroy(graph_);
+        for (cudaGraphExec_t g : graph_)
+            if (g) cudaGraphExecDestroy(g);
         for (BatchGraph& g : batch_graphs_)
             if (g.exec) cudaGraphExecDestroy(g.exec);
     }
@@ -302,6 +325,11 @@ public:
             if (b.seq[i] < 0 || b.seq[i] >= shape_.n_seq || b.pos[i] < 0 || b.pos[i] >= kv_.capacity(b.seq[i]))
                 fail(MINFER_ERR_INTERNAL, "forward: token %zu at slot %d position %d, which has no KV page", i, b.seq[i], b.pos[i]);
         m_->check_healthy();
+        // Whether every decode row of the call attends in one chunk (MINFER_ATTN_ONE_CHUNK): the longest
+        // row of the batch bounds them all.
+        int32_t longest = 0;
+        for (int32_t p : b.pos) longest = std::max(longest, p + 1);
+        one_chunk_ = longest <= one_chunk_keys();
         try {
             check(cudaSetDevice(0), "cudaSetDevice");
             upload_tables();
@@ -442,10 +470,10 @@ private:
         io[2] = 0;  // slot
         io[3] = 0;  // output row
         const bool eager = !graphs_ || steps_ == 0;
-        if (!eager && !graph_) capture();
+        if (!eager && !graph_[one_chunk_]) capture();
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
-        else check(cudaGraphLaunch(graph_, s()), "decode step (graph launch)");
+        else check(cudaGraphLaunch(graph_[one_chunk_], s()), "decode step (graph launch)");
         const bool ended = timed && step_record(1);
         ++steps_;
         stream_.sync("decode step");
@@ -512,7 +540,8 @@ private:
               "argmax read back");
     }
 
-    void capture() { graph_ = capture_graph([&] { enqueue_step(); }); }
+    // The step's graph in the attention's form for this step (one_chunk_), captured on its first use.
+    void capture() { graph_[one_chunk_] = capture_graph([&] { enqueue_step(); }); }
 
     template <class F>
     cudaGraphExec_t capture_graph(F&& enqueue) {
@@ -541,8 +570,9 @@ private:
     void decode_rows_step(int m) {
         const int32_t* d = batch_.as<int32_t>();
         auto enqueue = [&] { run_chunk(m, d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, 0); };
-        if (batch_graphs_.size() <= static_cast<size_t>(m)) batch_graphs_.resize(static_cast<size_t>(m) + 1);
-        BatchGraph& g = batch_graphs_[static_cast<size_t>(m)];
+        const size_t at = 2 * static_cast<size_t>(m) + one_chunk_;  // a graph per m and attention form
+        if (batch_graphs_.size() <= at) batch_graphs_.resize(at + 1);
+        BatchGraph& g = batch_graphs_[at];
         if (!g.warmed) {
             enqueue();
             g.warmed = true;
@@ -742,7 +772,9 @@ private:
                     cuda::KvMap rows_map = per_token;
                     rows_map.slot = rows_at + m + r0;
                     cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_at + r0,
-                                                c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0);
+                                                c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0,
+                                                one_chunk_);
+                    if (one_chunk_) g_one_chunk_steps.fetch_add(1, std::memory_order_relaxed);
                 }
                 att = q;
                 cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s());
@@ -777,7 +809,8 @@ private:
                 rows_map.slot = slot_dev + run.begin;
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
-                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n);
+                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n, one_chunk_);
+                if (one_chunk_) g_one_chunk_steps.fetch_add(1, std::memory_order_relaxed);
                 r = e;
             }
             if (i8(L.wo)) {
@@ -898,12 +931,14 @@ private:
     const float* output_norm_ = nullptr;
     std::vector<int32_t> rows_;
     std::vector<RunDev> runs_;
-    cudaGraphExec_t graph_ = nullptr;
+    // The forward call's decode rows all attend in one chunk (MINFER_ATTN_ONE_CHUNK); set by forward().
+    bool one_chunk_ = false;
+    cudaGraphExec_t graph_[2] = {nullptr, nullptr};  // the one-slot decode step, by one_chunk_
     struct BatchGraph {
         bool warmed = false;  // ran eagerly once
         cudaGraphExec_t exec = nullptr;
     };
-    std::vector<BatchGraph> batch_graphs_;  // by decode token count
+    std::vector<BatchGraph> batch_graphs_;  // by decode token count m and one_chunk_: 2 m + one_chunk_
     bool batch_graphs_ok_ = true;
     int64_t steps_ = 0;
     size_t n_out_ = 0;
@@ -935,6 +970,8 @@ uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load()
 int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
 int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
+int testing::cuda_attn_one_chunk(int keys) { return g_one_chunk.exchange(keys < 0 ? -1 : keys, std::memory_order_relaxed); }
+uint64_t testing::cuda_attn_one_chunk_launches() { return g_one_chunk_steps.load(); }
 uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
     if (dropped) *dropped = g_pruned_rows.load();
     if (multi) *multi = g_pruned_multi.load();

@@ -211,10 +211,12 @@ bool attention_wgmma_knob();
 // attention_partial_floats(n_head, n_head_kv, head_dim, rows) floats. out16 (optional): out rounded to
 // f16 as well, [rows][n_head * head_dim] (the next GEMM's input, without a conversion pass). xq
 // (optional): out as the int8 mat-vec's input (the bytes quantize_x writes), row r as row xq_row0 + r of
-// xq_rows (the next mat-vec's input, without a quantize_x launch).
+// xq_rows (the next mat-vec's input, without a quantize_x launch). one_chunk: every row's keys in one chunk
+// (no split, no combine launch), for rows the caller knows to be short (cuda/forward.cu,
+// MINFER_ATTN_ONE_CHUNK); the outputs are the same either way to within the merge's rounding.
 void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
                            int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv,
-                           __half* out16 = nullptr, void* xq = nullptr, int xq_row0 = 0, int xq_rows = 1);
+                           __half* out16 = nullptr, void* xq = nullptr, int xq_row0 = 0, int xq_rows = 1, bool one_chunk = false);
 
 // Argmax of each of `rows` rows of n_vocab logits, as keys: keys[r] = (order-preserving bits of the
 // largest logit) << 32 | (0xFFFFFFFF - its lowest index); NaN counts as -INFINITY (cuda/sampling.cu).

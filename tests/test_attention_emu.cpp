@@ -291,6 +291,8 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         {20, 1, 64, 2, {150, 33}, true},             // group 20: two blocks of heads (16 and 4)
         {7, 1, 128, 3, {130}, false},                // one row whose last key is in a warp's first tile (the
         {4, 2, 64, 4, {17}, false},                  // copies before the wait): chunks of 64, the last one of 2 keys
+        {7, 1, 128, 1, {256, 129, 1, 64}, true},     // one chunk a row on the device (a short step, MINFER_ATTN_ONE_CHUNK):
+        {14, 2, 64, 1, {200}, true},                 // up to four tiles a warp, refilled; one row, the 0.5B's heads
     };
     uint64_t seed = 9100;
     for (const DecodeCase& cs : cases) {

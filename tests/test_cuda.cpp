@@ -939,6 +939,8 @@ using PruneLast = KnobMode<device::testing::cuda_prune_last>;  // MINFER_PRUNE_L
 using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
 using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GROUPS
 using Q6kPad = KnobMode<device::testing::cuda_q6k_pad>;        // MINFER_Q6K_PAD
+// MINFER_ATTN_ONE_CHUNK: the longest decode row that attends in one chunk (0: none; -1: the build's value).
+using AttnOneChunk = KnobMode<device::testing::cuda_attn_one_chunk>;
 
 // `chunks`: the prefill calls before the decode steps, in tokens.
 std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int decode_steps,
@@ -1551,55 +1553,91 @@ TEST_SUITE("cuda") {
                 }
     }
 
+    // MINFER_ATTN_ONE_CHUNK at run time (cuda/forward.cu): decode rows of at most that many keys attend in
+    // one chunk, the kernel writing the output and its int8 form (no combine launch); longer rows split.
+    // Whole models against float64 (positions 0 to 131) with the split everywhere (0), the form changing
+    // inside the run (120: the token at 115, the last layer's row of the 108-token prefill and the first
+    // decode steps in one chunk, the later steps split, each form's graph captured when first needed), and
+    // one chunk everywhere; the hook counts the one-chunk launches, so a run that never takes the form, or
+    // takes it when it is off, fails. Then batches of up to 11 sequences against the CPU with the change
+    // inside their runs (40 keys: a graph per step size and form).
+    TEST_CASE("decode attention in one chunk at short context (MINFER_ATTN_ONE_CHUNK): against float64, the split too, batches") {
+        for (const int keys : {0, 120, 1 << 20})
+            for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
+                CAPTURE(keys);
+                CAPTURE(preset);
+                const AttnOneChunk form(keys);
+                const std::string path = synth_model(preset, "q4_K_M");
+                const uint64_t before = device::testing::cuda_attn_one_chunk_launches();
+                for (const WholeModelComparison& c : cuda_vs_reference(path, 16)) {
+                    CAPTURE(c.what);
+                    MESSAGE(preset, " one chunk up to ", keys, " keys, ", c.what, ": rel L2 ", c.err);
+                    CHECK(c.err < kCudaBound);
+                }
+                const uint64_t took = device::testing::cuda_attn_one_chunk_launches() - before;
+                if (keys == 0) CHECK(took == 0);
+                else CHECK(took > 0);
+            }
+        const AttnOneChunk form(40);
+        const uint64_t before = device::testing::cuda_attn_one_chunk_launches();
+        batch_against_cpu("q4_K_M");
+        CHECK(device::testing::cuda_attn_one_chunk_launches() > before);
+    }
+
     // Decode steps replay a CUDA graph (from the second step on); cuda_graph=false launches the same
     // kernels eagerly. Same kernels, same arguments: the same tokens and bit-identical logits, over 64
-    // steps (positions move the attention split through several chunk counts), after a truncation (the
-    // graph replays at positions it has seen before) and on a second context of the same model.
+    // steps (positions 40 to 103), after a truncation (the graph replays at positions it has seen before)
+    // and on a second context of the same model. The attention's forms (MINFER_ATTN_ONE_CHUNK): the
+    // build's, the split everywhere (positions move it through one to two chunks), and one chunk up to 72
+    // keys, the split past them (two graphs in one context, the truncation back to the first).
     TEST_CASE("decode: the CUDA graph gives the tokens and logits of eager launches; truncate and reset replay it") {
-        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
-            CAPTURE(preset);
-            const std::string path = synth_model(preset, "q4_K_M");
-            auto run = [&](const char* graph, int truncate_to) {
-                const char* k[] = {"device", "ctx_len", "cuda_graph"};
-                const char* v[] = {"cuda", "512", graph};
-                minfer_model* m = nullptr;
-                REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 3, &m) == MINFER_OK, minfer_last_error());
-                minfer_context* ctx = nullptr;
-                REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
-                std::vector<int32_t> prompt(40);
-                for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 200);
-                REQUIRE(minfer_prefill(ctx, prompt.data(), prompt.size()) == MINFER_OK);
-                std::vector<int32_t> toks;
-                auto decode = [&](int steps) {
-                    for (int i = 0; i < steps; ++i) {
-                        int32_t t = -1;
-                        REQUIRE_MESSAGE(minfer_decode(ctx, &t) == MINFER_OK, minfer_last_error());
-                        toks.push_back(t);
+        for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"})
+            for (const int one_chunk : {-1, 0, 72}) {
+                CAPTURE(preset);
+                CAPTURE(one_chunk);
+                const AttnOneChunk form(one_chunk);
+                const std::string path = synth_model(preset, "q4_K_M");
+                auto run = [&](const char* graph, int truncate_to) {
+                    const char* k[] = {"device", "ctx_len", "cuda_graph"};
+                    const char* v[] = {"cuda", "512", graph};
+                    minfer_model* m = nullptr;
+                    REQUIRE_MESSAGE(minfer_open_with_options(path.c_str(), k, v, 3, &m) == MINFER_OK, minfer_last_error());
+                    minfer_context* ctx = nullptr;
+                    REQUIRE(minfer_context_create(m, &ctx) == MINFER_OK);
+                    std::vector<int32_t> prompt(40);
+                    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 37 + 11) % 200);
+                    REQUIRE(minfer_prefill(ctx, prompt.data(), prompt.size()) == MINFER_OK);
+                    std::vector<int32_t> toks;
+                    auto decode = [&](int steps) {
+                        for (int i = 0; i < steps; ++i) {
+                            int32_t t = -1;
+                            REQUIRE_MESSAGE(minfer_decode(ctx, &t) == MINFER_OK, minfer_last_error());
+                            toks.push_back(t);
+                        }
+                    };
+                    decode(64);
+                    if (truncate_to > 0) {
+                        REQUIRE(minfer_context_truncate(ctx, truncate_to) == MINFER_OK);
+                        // No logits after a truncation: feed the last kept token again, as a caller would.
+                        const int32_t last = toks[static_cast<size_t>(truncate_to - 41)];
+                        REQUIRE(minfer_context_truncate(ctx, truncate_to - 1) == MINFER_OK);
+                        REQUIRE(minfer_prefill(ctx, &last, 1) == MINFER_OK);
+                        decode(64 - (truncate_to - 40));
                     }
+                    std::vector<float> logits = logits_of(ctx, static_cast<size_t>(minfer_model_n_vocab(m)));
+                    minfer_context_free(ctx);
+                    minfer_close(m);
+                    return std::make_pair(toks, logits);
                 };
-                decode(64);
-                if (truncate_to > 0) {
-                    REQUIRE(minfer_context_truncate(ctx, truncate_to) == MINFER_OK);
-                    // No logits after a truncation: feed the last kept token again, as a caller would.
-                    const int32_t last = toks[static_cast<size_t>(truncate_to - 41)];
-                    REQUIRE(minfer_context_truncate(ctx, truncate_to - 1) == MINFER_OK);
-                    REQUIRE(minfer_prefill(ctx, &last, 1) == MINFER_OK);
-                    decode(64 - (truncate_to - 40));
-                }
-                std::vector<float> logits = logits_of(ctx, static_cast<size_t>(minfer_model_n_vocab(m)));
-                minfer_context_free(ctx);
-                minfer_close(m);
-                return std::make_pair(toks, logits);
-            };
-            const auto eager = run("false", 0), graph = run("true", 0);
-            CHECK(graph.first == eager.first);
-            CHECK(graph.second == eager.second);
-            // Truncated to position 60 and decoded again to the same length: the same tokens as before.
-            const auto again = run("true", 60);
-            REQUIRE(again.first.size() == 108);
-            CHECK(std::vector<int32_t>(again.first.begin() + 64, again.first.end()) ==
-                  std::vector<int32_t>(eager.first.begin() + 20, eager.first.end()));
-        }
+                const auto eager = run("false", 0), graph = run("true", 0);
+                CHECK(graph.first == eager.first);
+                CHECK(graph.second == eager.second);
+                // Truncated to position 60 and decoded again to the same length: the same tokens as before.
+                const auto again = run("true", 60);
+                REQUIRE(again.first.size() == 108);
+                CHECK(std::vector<int32_t>(again.first.begin() + 64, again.first.end()) ==
+                      std::vector<int32_t>(eager.first.begin() + 20, eager.first.end()));
+            }
     }
 
     // Debug level: a decode run's steps are timed on the stream, with the stream's idle time between one
