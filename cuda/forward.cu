@@ -111,11 +111,12 @@
 // The host knows every row's position, so the step picks its form, and a CUDA graph is captured for each
 // form (the graph's launches are fixed). Up to 128 keys (4 warps, 16 keys a tile, 2 slot pairs a warp)
 // the one chunk's keys are all copied before the kernel's pdl_wait, as the split's chunks of 64 are; past
-// that a warp refills its slots, a memory round trip a refill. 0: always the split (the A/B knob).
-// Written and tested on the emulator without the GPU timing (2026-12-06); docs/perf.md has the call that
-// decides the default (device::testing::cuda_attn_one_chunk sets it at run time for the tests).
+// that a warp refills its slots, one block a KV head streams them alone, and the split is much faster.
+// Measured on an H100 (docs/perf.md, 2026-12-06): up to 128 keys, tg128 +0.4% on the 7B's q4_K_M and
+// +1.7% on the 0.5B's q8_0; with 256 keys the steps at 129 to 256 keys lost 7% and 9%. 0: always the
+// split (the A/B knob; device::testing::cuda_attn_one_chunk sets it at run time for the tests).
 #ifndef MINFER_ATTN_ONE_CHUNK
-#define MINFER_ATTN_ONE_CHUNK 256
+#define MINFER_ATTN_ONE_CHUNK 128
 #endif
 
 namespace minfer::device {
