@@ -179,7 +179,8 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
 
 // The RMSNorm's weights, and qkv_finish's bias, norm weights, rotations and cache rows, read before the
 // kernels' pdl_wait (1), or after it as measured until 2026-12-05 (0; cuda/norm_rope.cuh, `kEarly`).
-// Written without a GPU (2026-12-05, thirteenth session): off until a same-call A/B measures it.
+// Written without a GPU (2026-12-05, thirteenth session); measured on an H100 (docs/perf.md, 2026-12-06):
+// tg128 +0.1-0.3% on the 7B's q4_K_M, -0.3% on the 0.5B's q8_0, within the noise: off.
 #ifndef MINFER_ROW_PREWAIT
 #define MINFER_ROW_PREWAIT 0
 #endif
