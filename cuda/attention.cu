@@ -91,6 +91,9 @@ bool prefill_wg_usable() {
 }
 
 std::atomic<bool> g_force_mma{false};  // testing_hooks::attention_force_mma
+// testing_hooks::attention_decode_launches: decode launches of one chunk a row on device positions (the
+// one_chunk form), and combine launches, enqueued so far (a CUDA graph's counted once, at its capture).
+std::atomic<uint64_t> g_one_chunk_launches{0}, g_combine_launches{0};
 
 enum class PrefillKernel { kWgmma, kMma2, kMma1 };
 template <int HD>
@@ -278,7 +281,9 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     check(launch_pdl(fa::attn_decode_mma_kernel<HD>, grid, dim3(fa::kThreads), static_cast<size_t>(fa::dec_smem_bytes<HD>()), stream, q,
                      kc, vc, part, out, L, group, n_head_kv * HD, qscale, sp.chunk, pos_dev, zc, kv, out16, dx.xq, dx.row0, dx.rows),
           "attention (decode)");
+    if (pos_dev && sp.n_split == 1) g_one_chunk_launches.fetch_add(1, std::memory_order_relaxed);
     if (sp.n_split > 1) {
+        g_combine_launches.fetch_add(1, std::memory_order_relaxed);
         check(launch_pdl(attn_combine_kernel<HD>, dim3(n_head, rows), dim3(kCombineThreads), combine_smem<HD>(sp.n_split), stream, part,
                          out, sp.n_split, pos_dev, out16, dx.xq, dx.row0, dx.rows),
               "attention (combine)");
@@ -310,6 +315,10 @@ const char* attention_prefill_kernel(int head_dim, int n) {
 
 namespace testing_hooks {
 void attention_force_mma(bool on) { g_force_mma.store(on, std::memory_order_relaxed); }
+uint64_t attention_decode_launches(uint64_t* combines) {
+    if (combines) *combines = g_combine_launches.load();
+    return g_one_chunk_launches.load();
+}
 bool attention_wgmma_knob() { return MINFER_ATTN_WGMMA != 0; }
 }  // namespace testing_hooks
 

@@ -27,10 +27,12 @@
 //
 // A decode step (one token of a one-slot runner) reads its token and position from device memory, which
 // one 16-byte copy from pinned host memory fills first; so the whole step is the same sequence of
-// operations for every position, and it is captured once as a CUDA graph and replayed per token (the
-// attention kernels find their key split on the device). The first step runs eagerly (launchers
-// initialize kernel attributes once, which a capture must not see); cuda_graph=false keeps every step
-// eager: the same kernels with the same arguments, so the same tokens.
+// operations for every position, and it is captured as a CUDA graph and replayed per token (the
+// attention kernels find their key split on the device): one graph for each form of the decode attention
+// (MINFER_ATTN_ONE_CHUNK below: one chunk a row while the rows are short, the split past that). The first
+// step of each form runs eagerly (launchers initialize kernel attributes once, which a capture must not
+// see); cuda_graph=false keeps every step eager: the same kernels with the same arguments, so the same
+// tokens.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -109,14 +111,16 @@
 // one_chunk): the kernel writes the output and its int8 form itself and the combine launch goes, one
 // kernel boundary a layer fewer. A longer row takes the split (flash-decoding) and the combine as before.
 // The host knows every row's position, so the step picks its form, and a CUDA graph is captured for each
-// form (the graph's launches are fixed). Up to 128 keys (4 warps, 16 keys a tile, 2 slot pairs a warp)
-// the one chunk's keys are all copied before the kernel's pdl_wait, as the split's chunks of 64 are; past
-// that a warp refills its slots, one block a KV head streams them alone, and the split is much faster.
-// Measured on an H100 (docs/perf.md, 2026-12-06): up to 128 keys, tg128 +0.4% on the 7B's q4_K_M and
-// +1.7% on the 0.5B's q8_0; with 256 keys the steps at 129 to 256 keys lost 7% and 9%. 0: always the
-// split (the A/B knob; device::testing::cuda_attn_one_chunk sets it at run time for the tests).
+// form (the graph's launches are fixed). Up to 64 keys (4 warps of 16-key tiles, one slot pair a warp:
+// MINFER_ATTN_SLOTS) the one chunk is the split's own single chunk (MINFER_ATTN_MIN_CHUNK), every key
+// copied before the kernel's pdl_wait, so the form saves the combine launch and changes nothing else;
+// past that a warp refills its slots after the wait and one block a KV head streams the keys alone, where
+// the split spreads them over the GPU. Measured on an H100 (docs/perf.md, 2026-12-06): one chunk up to
+// 256 keys gave tg128 (1 to 128 keys) +0.4% on the 7B's q4_K_M and +1.7% on the 0.5B's q8_0, and lost
+// 7% and 9% at 129 to 256 keys. 0: always the split (the A/B knob; device::testing::cuda_attn_one_chunk
+// sets it at run time for the tests).
 #ifndef MINFER_ATTN_ONE_CHUNK
-#define MINFER_ATTN_ONE_CHUNK 128
+#define MINFER_ATTN_ONE_CHUNK 64
 #endif
 
 namespace minfer::device {
@@ -134,7 +138,6 @@ std::atomic<uint64_t> g_pruned_rows{0};       // ... the rows they dropped
 std::atomic<uint64_t> g_pruned_multi{0};      // ... those of them that kept two rows or more
 std::atomic<uint64_t> g_q16_layers{0};        // testing::cuda_q16_layers: layers whose attention read f16 q
 std::atomic<int> g_one_chunk{-1};             // testing::cuda_attn_one_chunk: keys, -1 the build's MINFER_ATTN_ONE_CHUNK
-std::atomic<uint64_t> g_one_chunk_steps{0};   // ... decode attention launches enqueued in one chunk (a graph's at its capture)
 
 // The longest decode row that takes one chunk (MINFER_ATTN_ONE_CHUNK, or the tests' value).
 int one_chunk_keys() {
@@ -470,13 +473,13 @@ private:
         io[1] = pos;
         io[2] = 0;  // slot
         io[3] = 0;  // output row
-        const bool eager = !graphs_ || steps_ == 0;
+        const bool eager = !graphs_ || !warmed_[one_chunk_];  // each form's first step eagerly
+        warmed_[one_chunk_] = true;
         if (!eager && !graph_[one_chunk_]) capture();
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
         else check(cudaGraphLaunch(graph_[one_chunk_], s()), "decode step (graph launch)");
         const bool ended = timed && step_record(1);
-        ++steps_;
         stream_.sync("decode step");
         n_out_ = 1;
         host_row_ = -1;
@@ -775,7 +778,6 @@ private:
                     cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_at + r0,
                                                 c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0,
                                                 one_chunk_);
-                    if (one_chunk_) g_one_chunk_steps.fetch_add(1, std::memory_order_relaxed);
                 }
                 att = q;
                 cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s());
@@ -811,7 +813,6 @@ private:
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
                                             att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n, one_chunk_);
-                if (one_chunk_) g_one_chunk_steps.fetch_add(1, std::memory_order_relaxed);
                 r = e;
             }
             if (i8(L.wo)) {
@@ -935,13 +936,13 @@ private:
     // The forward call's decode rows all attend in one chunk (MINFER_ATTN_ONE_CHUNK); set by forward().
     bool one_chunk_ = false;
     cudaGraphExec_t graph_[2] = {nullptr, nullptr};  // the one-slot decode step, by one_chunk_
+    bool warmed_[2] = {false, false};                // ... whose form has run eagerly once
     struct BatchGraph {
         bool warmed = false;  // ran eagerly once
         cudaGraphExec_t exec = nullptr;
     };
     std::vector<BatchGraph> batch_graphs_;  // by decode token count m and one_chunk_: 2 m + one_chunk_
     bool batch_graphs_ok_ = true;
-    int64_t steps_ = 0;
     size_t n_out_ = 0;
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none
 };
@@ -972,7 +973,7 @@ int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
 int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
 int testing::cuda_attn_one_chunk(int keys) { return g_one_chunk.exchange(keys < 0 ? -1 : keys, std::memory_order_relaxed); }
-uint64_t testing::cuda_attn_one_chunk_launches() { return g_one_chunk_steps.load(); }
+uint64_t testing::cuda_attn_one_chunk_launches(uint64_t* combines) { return cuda::testing_hooks::attention_decode_launches(combines); }
 uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
     if (dropped) *dropped = g_pruned_rows.load();
     if (multi) *multi = g_pruned_multi.load();

@@ -204,6 +204,9 @@ namespace testing_hooks {
 void attention_force_mma(bool on);
 // Whether this build lets the wgmma kernel run at all (-DMINFER_ATTN_WGMMA).
 bool attention_wgmma_knob();
+// Decode launches of one chunk a row on positions read on the device (attention_decode_rows' one_chunk),
+// and (combines, given) the combine launches, enqueued in this process so far (a graph's at its capture).
+uint64_t attention_decode_launches(uint64_t* combines = nullptr);
 }  // namespace testing_hooks
 // Decode attention of `rows` tokens, each the newest of its own sequence: row r (q and out rows r, as
 // above) is at position pos_dev[r] of slot kv.slot[r] (both on the device) and attends to its positions

@@ -1558,9 +1558,10 @@ TEST_SUITE("cuda") {
     // Whole models against float64 (positions 0 to 131) with the split everywhere (0), the form changing
     // inside the run (120: the token at 115, the last layer's row of the 108-token prefill and the first
     // decode steps in one chunk, the later steps split, each form's graph captured when first needed), and
-    // one chunk everywhere; the hook counts the one-chunk launches, so a run that never takes the form, or
-    // takes it when it is off, fails. Then batches of up to 11 sequences against the CPU with the change
-    // inside their runs (40 keys: a graph per step size and form).
+    // one chunk everywhere; the launcher's hook counts the one-chunk launches and the combines, so a run
+    // that never takes the form, takes it when it is off, or still launches the combine with one chunk
+    // everywhere fails. Then batches of up to 11 sequences against the CPU with the form's limit at 40 keys
+    // (a graph per step size and form).
     TEST_CASE("decode attention in one chunk at short context (MINFER_ATTN_ONE_CHUNK): against float64, the split too, batches") {
         for (const int keys : {0, 120, 1 << 20})
             for (const std::string preset : {"qwen2-tiny", "qwen3-tiny"}) {
@@ -1568,15 +1569,17 @@ TEST_SUITE("cuda") {
                 CAPTURE(preset);
                 const AttnOneChunk form(keys);
                 const std::string path = synth_model(preset, "q4_K_M");
-                const uint64_t before = device::testing::cuda_attn_one_chunk_launches();
+                uint64_t combines0 = 0, combines1 = 0;
+                const uint64_t before = device::testing::cuda_attn_one_chunk_launches(&combines0);
                 for (const WholeModelComparison& c : cuda_vs_reference(path, 16)) {
                     CAPTURE(c.what);
                     MESSAGE(preset, " one chunk up to ", keys, " keys, ", c.what, ": rel L2 ", c.err);
                     CHECK(c.err < kCudaBound);
                 }
-                const uint64_t took = device::testing::cuda_attn_one_chunk_launches() - before;
-                if (keys == 0) CHECK(took == 0);
-                else CHECK(took > 0);
+                const uint64_t took = device::testing::cuda_attn_one_chunk_launches(&combines1) - before;
+                const uint64_t combined = combines1 - combines0;
+                CHECK((keys == 0 ? took == 0 : took > 0));
+                CHECK((keys == 1 << 20 ? combined == 0 : combined > 0));
             }
         const AttnOneChunk form(40);
         const uint64_t before = device::testing::cuda_attn_one_chunk_launches();

@@ -183,10 +183,11 @@ int cuda_q16(int mode);
 uint64_t cuda_q16_layers();
 // MINFER_ATTN_ONE_CHUNK at run time: decode rows of at most `keys` keys attend in one chunk (0: always the
 // split; -1: the build's value) in forward calls from now on. Returns the previous setting (-1: the
-// build's). cuda_attn_one_chunk_launches: the decode attention launches enqueued so in this process so far
-// (a CUDA graph's counted once, when it is captured).
+// build's). cuda_attn_one_chunk_launches: the decode attention launches of one chunk a row enqueued in this
+// process so far, and (combines, given) the split's combine launches (a CUDA graph's counted once, when it
+// is captured).
 int cuda_attn_one_chunk(int keys);
-uint64_t cuda_attn_one_chunk_launches();
+uint64_t cuda_attn_one_chunk_launches(uint64_t* combines = nullptr);
 // gemm_tune: force the fastest cuBLASLt candidate over cuBLAS's own choice in decisions made from now on
 // (so a test runs that path whatever the timings say); the decisions made and the GEMMs run through
 // cuBLASLt in this process so far.
