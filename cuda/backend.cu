@@ -34,6 +34,8 @@ device::RuntimeKnob<MINFER_Q80_GROUPS> g_q80_groups;  // device::testing::cuda_q
 std::atomic<uint64_t> g_q80_grouped{0};               // device::testing::cuda_q80_grouped: matrices regrouped
 device::RuntimeKnob<MINFER_Q6K_PAD> g_q6k_pad;        // device::testing::cuda_q6k_pad
 std::atomic<uint64_t> g_q6k_padded{0};                // device::testing::cuda_q6k_padded: matrices copied
+device::RuntimeKnob<MINFER_Q80_COPY> g_q80_copy;      // device::testing::cuda_q80_copy
+std::atomic<uint64_t> g_q80_copied{0};                // device::testing::cuda_q80_copied: matrices copied
 }  // namespace
 
 void check(cudaError_t err, const char* what) {
@@ -205,41 +207,76 @@ void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const g
                  m.q80_grouped.size(), mib(bytes).c_str());
 }
 
-// MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
-// `weights`, all in one allocation, made only where kW16Reserve stays free after it (else none, logged);
-// CudaModel::q6k_copy names them from then on.
-void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+// Copies of matmul weights for the one-token mat-vec, all in one allocation (`arena`), made only where
+// kW16Reserve stays free after it (else none, logged): one of each distinct weight of `weights` for which
+// bytes_of gives its size (0: none), written by make(tensor, weight's key, copy, stream); `copies` names
+// them by weight from then on. `what` names them in the log; returns how many were made.
+template <class BytesOf, class Make>
+size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, DeviceMemory& arena,
+                       std::unordered_map<WeightKey, const void*>& copies, const char* what, int log_level, BytesOf bytes_of, Make make) {
     std::vector<std::pair<const gguf::TensorInfo*, uint64_t>> todo;  // each weight and its copy's offset
     std::unordered_set<const gguf::TensorInfo*> seen;
     uint64_t bytes = 0;
     for (const gguf::TensorInfo* t : weights) {
-        if (!t || static_cast<quant::Type>(t->type) != quant::Type::Q6_K || !seen.insert(t).second) continue;
-        const engine::Weight w = engine::Weight::of(t);
-        if (w.cols % 256 != 0) continue;
+        if (!t || !seen.insert(t).second) continue;
+        const uint64_t n = bytes_of(*t);
+        if (n == 0) continue;
         todo.emplace_back(t, bytes);
-        bytes += (static_cast<uint64_t>(w.rows * cuda::mv::q6kp_row_bytes(w.cols)) + 255) / 256 * 256;
+        bytes += (n + 255) / 256 * 256;
     }
-    if (todo.empty()) return;
+    if (todo.empty()) return 0;
     size_t free_b = 0, total_b = 0;
     check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     if (bytes + kW16Reserve > free_b) {
-        log_line(log_level, MINFER_LOG_INFO, "CUDA: no padded q6_K copies for the mat-vecs (MINFER_Q6K_PAD): they need %s and %s is free "
-                 "(keeping %s for contexts)", mib(bytes).c_str(), mib(free_b).c_str(), mib(kW16Reserve).c_str());
-        return;
+        log_line(log_level, MINFER_LOG_INFO, "CUDA: no %s for the mat-vecs: they need %s and %s is free (keeping %s for contexts)", what,
+                 mib(bytes).c_str(), mib(free_b).c_str(), mib(kW16Reserve).c_str());
+        return 0;
     }
-    m.q6k_arena = DeviceMemory(bytes, nullptr, "padded q6_K copies");
+    arena = DeviceMemory(bytes, nullptr, what);
     cuda::Stream stream;
     for (const auto& [t, at] : todo) {
-        const engine::Weight w = engine::Weight::of(t);
-        const WeightKey key = m.device_of(w);
-        uint8_t* dst = m.q6k_arena.as<uint8_t>() + at;
-        cuda::q6k_pad(key, dst, w.rows, w.cols, stream.get());
-        m.q6k_padded.emplace(key, dst);
+        const WeightKey key = m.device_of(engine::Weight::of(t));
+        uint8_t* dst = arena.as<uint8_t>() + at;
+        make(*t, key, dst, stream.get());
+        copies.emplace(key, dst);
     }
-    stream.sync("q6_K padding");
-    cuda::g_q6k_padded.fetch_add(m.q6k_padded.size(), std::memory_order_relaxed);
-    log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu q6_K matrices copied padded for the mat-vecs (MINFER_Q6K_PAD): %s", m.q6k_padded.size(),
-             mib(bytes).c_str());
+    stream.sync(what);
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu matrices in %s for the mat-vecs: %s", copies.size(), what, mib(bytes).c_str());
+    return copies.size();
+}
+
+// MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
+// `weights`; CudaModel::q6k_copy names them from then on.
+void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    const size_t n = copy_for_matvec(
+        m, weights, m.q6k_arena, m.q6k_padded, "padded q6_K copies (MINFER_Q6K_PAD)", log_level,
+        [](const gguf::TensorInfo& t) -> uint64_t {
+            const engine::Weight w = engine::Weight::of(&t);
+            if (static_cast<quant::Type>(t.type) != quant::Type::Q6_K || w.cols % 256 != 0) return 0;
+            return static_cast<uint64_t>(w.rows * cuda::mv::q6kp_row_bytes(w.cols));
+        },
+        [](const gguf::TensorInfo& t, WeightKey key, uint8_t* dst, cudaStream_t stream) {
+            const engine::Weight w = engine::Weight::of(&t);
+            cuda::q6k_pad(key, dst, w.rows, w.cols, stream);
+        });
+    cuda::g_q6k_padded.fetch_add(n, std::memory_order_relaxed);
+}
+
+// MINFER_Q80_COPY (cuda/model.cuh): a grouped copy (cuda::q80_group_copy) of each distinct q8_0 matmul
+// weight of `weights` that the load did not regroup in place; CudaModel::q80_copy names them from then on.
+void copy_q80(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    const size_t n = copy_for_matvec(
+        m, weights, m.q80_arena, m.q80_copies, "grouped q8_0 copies (MINFER_Q80_COPY)", log_level,
+        [&m](const gguf::TensorInfo& t) -> uint64_t {
+            const engine::Weight w = engine::Weight::of(&t);
+            if (static_cast<quant::Type>(t.type) != quant::Type::Q8_0 || w.cols % 32 != 0 || m.q80_grouped.count(m.device_of(w))) return 0;
+            return static_cast<uint64_t>(w.rows * cuda::mv::q80g_row_bytes(w.cols));
+        },
+        [](const gguf::TensorInfo& t, WeightKey key, uint8_t* dst, cudaStream_t stream) {
+            const engine::Weight w = engine::Weight::of(&t);
+            cuda::q80_group_copy(key, dst, w.rows, w.cols, stream);
+        });
+    cuda::g_q80_copied.fetch_add(n, std::memory_order_relaxed);
 }
 
 // The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
@@ -351,6 +388,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         if (m->path == PrefillPath::w16_cache && cuda::g_q80_groups.on()) group_q80(*m, convert, embedding, log_level);
     }
     if (cuda::g_q6k_pad.on()) pad_q6k(*m, matmul_weights, log_level);
+    if (cuda::g_q80_copy.on()) copy_q80(*m, matmul_weights, log_level);
     log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
              m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
     return m;
@@ -804,6 +842,9 @@ uint64_t cuda_q80_grouped() { return cuda::g_q80_grouped.load(); }
 int cuda_q6k_pad(int mode) { return cuda::g_q6k_pad.set(mode); }
 uint64_t cuda_q6k_padded() { return cuda::g_q6k_padded.load(); }
 uint64_t cuda_q6k_pad_reads() { return cuda::q6kp_matvec_launches(); }
+int cuda_q80_copy(int mode) { return cuda::g_q80_copy.set(mode); }
+uint64_t cuda_q80_copied() { return cuda::g_q80_copied.load(); }
+uint64_t cuda_q80g_reads() { return cuda::q80g_matvec_launches(); }
 bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
 uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
 
@@ -898,8 +939,15 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     check(cudaMemset(dy.as<void>(), 0xff, dy.bytes()), "poison y");
     check(cudaMemset(dq.as<void>(), 0xff, dq.bytes()), "poison xq");
     inputs_landed();
-    if (t == cuda::mv::kQ8_0G) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());  // q8_0 given
+    // q8_0 given: regrouped in place where its rows are whole groups, else its grouped copy (a padded last
+    // group, as the load's MINFER_Q80_COPY makes it)
+    const bool q80_copy = t == cuda::mv::kQ8_0G && cols % 256 != 0;
+    if (t == cuda::mv::kQ8_0G && !q80_copy) cuda::q80_group(dw.as<void>(), rows, cols, stream.get());
     DeviceMemory padded;
+    if (q80_copy) {
+        padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q80g_row_bytes(cols)), nullptr, "grouped W");
+        cuda::q80_group_copy(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());
+    }
     if (t == cuda::mv::kQ6_KP) {  // q6_K given: its padded copy
         padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q6kp_row_bytes(cols)), nullptr, "padded W");
         cuda::q6k_pad(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());

@@ -62,6 +62,11 @@ __host__ __device__ inline void q80_regroup(const uint8_t* src, uint8_t* dst) {
         for (int i = 0; i < 32; ++i) dst[q80g_codes_at(b) + i] = src[34 * b + 2 + i];
     }
 }
+// A grouped row of `cols` columns (a multiple of 32): whole groups, the last one padded with absent blocks
+// (zeros) where cols is not a multiple of 256. The in-place regrouping takes whole rows only; the copies
+// for the one-token mat-vec (cuda::q80_group_copy, MINFER_Q80_COPY in cuda/model.cuh) take any, and the
+// one-input dp4a kernel (DpQ80G) reads rows of this length whatever cols is, never a block past cols.
+__host__ __device__ constexpr int64_t q80g_row_bytes(int64_t cols) { return (cols + 255) / 256 * kQ80GroupBytes; }
 
 // ---- q6_K padded: a device-side copy of q6_K matrices for the one-token mat-vec --------------------------
 //

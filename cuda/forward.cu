@@ -167,7 +167,8 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
-    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy), or null.
+    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy; q80_copy: a
+    // grouped q8_0 one), or null.
     quant::Type type1 = quant::Type::F32;
     const void* w1 = nullptr;
 
@@ -282,8 +283,11 @@ public:
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
-            const void* copy = m_->q6k_copy(key);
-            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), copy ? cuda::mv::kQ6_KP : quant::Type::F32, copy};
+            // The one-token mat-vec's copy, if the load made one: padded q6_K, or grouped q8_0 (MINFER_Q80_COPY).
+            const void* q6 = m_->q6k_copy(key);
+            const void* q8 = q6 ? nullptr : m_->q80_copy(key);
+            const quant::Type copy_type = q6 ? cuda::mv::kQ6_KP : q8 ? cuda::mv::kQ8_0G : quant::Type::F32;
+            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), copy_type, q6 ? q6 : q8};
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {

@@ -76,6 +76,13 @@ uint64_t matvec_pair_launches();
 // matrices that have an f16 copy and are not the embedding table; its dequantization sweep, a timing,
 // reads them as q8_0 and discards the values).
 void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream);
+// Writes dst, a copy of the q8_0 matrix src (rows x cols, cols a multiple of 32, src 2-byte aligned) in the
+// grouped layout, rows of mv::q80g_row_bytes(cols) bytes (a padded last group where cols is not a multiple
+// of 256; dst 16-byte aligned): the one-token mat-vec's copy of a matrix the load does not regroup in place
+// (MINFER_Q80_COPY, cuda/model.cuh). matvec_xq with ncols = 1 is the only reader of a padded one.
+void q80_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
+// The one-input dp4a mat-vec launches on grouped q8_0 (in place or copied) in this process so far.
+uint64_t q80g_matvec_launches();
 // Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
 // that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
 // bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).

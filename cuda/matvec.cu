@@ -58,6 +58,7 @@ bool dispatch_matvec_type(Type t, F&& f) {
 
 using namespace mv;
 std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
+std::atomic<uint64_t> g_q80g_launches{0};  // q80g_matvec_launches
 std::atomic<uint64_t> g_pair_launches{0};  // matvec_pair_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
@@ -392,8 +393,9 @@ bool try_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t
     if constexpr (T == Type::Q4_K) {
         launch_dp4a<DpK<false>>(seg, cols, xq, stream, accumulate);
         return true;
-    } else if constexpr (T == kQ8_0G) {  // rows of whole 256-column groups (checked by matvec_impl)
+    } else if constexpr (T == kQ8_0G) {  // rows of whole 256-column groups, the last one padded on a copy
         launch_dp4a<DpQ80G>(seg, cols, xq, stream, accumulate);
+        g_q80g_launches.fetch_add(1, std::memory_order_relaxed);
         return true;
     } else if constexpr (T == Type::Q6_K || T == Type::Q8_0 || T == Type::Q4_0) {
         if (T == Type::Q4_0 && MINFER_DP4A_Q40 && cols % 256 == 0) {
@@ -477,8 +479,11 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
         check_launch("matvec");
         return;
     }
-    if (t == kQ8_0G && cols % 256 != 0)
-        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: grouped q8_0 of %lld columns (whole 256-column groups only)", static_cast<long long>(cols));
+    // Grouped q8_0 rows with a padded last group (the load's copies, q80_group_copy): the one-input dp4a
+    // kernel's alone.
+    if (t == kQ8_0G && cols % 256 != 0 && !(xq && ncols == 1 && MINFER_MATVEC_DP4A))
+        fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: grouped q8_0 of %lld columns (whole 256-column groups only, but for one int8 input)",
+             static_cast<long long>(cols));
     const bool known = dispatch_matvec_type(t, [&](auto tag) {
         constexpr Type T = decltype(tag)::value;
         if (cols % Geometry<T>::elems != 0)
@@ -623,6 +628,24 @@ void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream) {
 }
 
 namespace {
+__global__ void q80_group_copy_kernel(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t groups) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < groups) q80_group_copy_one(src, dst, cols, i);
+}
+}  // namespace
+
+void q80_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (cols % 32 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "q80_group_copy: %lld columns (a multiple of 32), a 2-byte aligned source and a 16-byte aligned copy",
+             static_cast<long long>(cols));
+    const int64_t groups = rows * ((cols + 255) / 256);
+    q80_group_copy_kernel<<<blocks_for(groups, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), cols,
+                                                                        groups);
+    check_launch("q80_group_copy");
+}
+
+namespace {
 __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks) {
     const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (b < blocks) q6k_pad_one(src, dst, b);
@@ -630,6 +653,7 @@ __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks)
 }  // namespace
 
 uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
+uint64_t q80g_matvec_launches() { return g_q80g_launches.load(std::memory_order_relaxed); }
 uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
 void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {

@@ -1617,9 +1617,25 @@ __device__ __forceinline__ void q80_group_one(uint8_t* w, int64_t g) {
 #pragma unroll
     for (int i = 0; i < kUnits; ++i) p[i] = out[i];
 }
+// Group i of a copy (cuda::q80_group_copy's kernel runs one thread a group): row i / groups, group
+// g = i % groups of `groups` = q80g_row_bytes(cols) / 272; src holds the file's rows (cols / 32 blocks of
+// 34 bytes each, 2-byte aligned), dst the grouped rows, 16-byte aligned. The row's blocks 8g .. 8g + 7
+// that exist go in, the others are zeros.
+__device__ __forceinline__ void q80_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
+    const int64_t groups = (cols + 255) / 256, r = i / groups, g = i % groups, nb = cols / 32;
+    uint8_t in[kQ80GroupBytes] = {};
+    const uint8_t* row = src + r * nb * 34;
+    for (int b = 0; b < 8 && 8 * g + b < nb; ++b)
+        for (int k = 0; k < 34; ++k) in[34 * b + k] = row[(8 * g + b) * 34 + k];
+    uint4 out[kQ80GroupBytes / 16];
+    q80_regroup(in, reinterpret_cast<uint8_t*>(out));
+    uint4* d = reinterpret_cast<uint4*>(dst + r * q80g_row_bytes(cols) + g * kQ80GroupBytes);
+    for (int k = 0; k < kQ80GroupBytes / 16; ++k) d[k] = out[k];
+}
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
-// rows of whole 256-column groups (cols / 32 units a row).
+// rows of whole 256-column groups (cols / 32 units a row), the last one padded where cols is not a
+// multiple of 256 (DpQ80G on the load's grouped copies; the other formats take whole rows only).
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.
@@ -1638,7 +1654,7 @@ __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g
                                           bool accumulate) {
     using W = typename F::W;
     const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
-    const int64_t row_bytes = static_cast<int64_t>(cols / 256) * F::kGroup;
+    const int64_t row_bytes = static_cast<int64_t>((cols + 255) / 256) * F::kGroup;  // a padded last group (DpQ80G's copies)
     const int p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
     const uint8_t* wr[R];  // group 0 of each row
 #pragma unroll

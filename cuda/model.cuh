@@ -133,6 +133,22 @@ class GemmTuner;  // cuda/cublas.cuh
 #define MINFER_Q6K_PAD 1
 #endif
 
+// q8_0 matrices the load does not regroup in place (MINFER_Q80_GROUPS above: a model without the f16
+// cache, as every model under the cache's size gate, w16_enable_bytes; or rows that are not whole
+// 256-column groups, as the 0.5B's 896) copied grouped for the one-token mat-vec (cuda::q80_group_copy,
+// a padded last group where a row needs one), which DpQ80G then reads by direct loads where the file's
+// bytes take the staged kernel; the file's bytes stay for every other reader, and the copy is made only
+// where it leaves kW16Reserve free. A qwen2-0.5b q8_0 token spends about half its time in the staged
+// kernel (docs/perf.md, 2026-12-06: every mat-vec of that file, 1.0-1.5 TB/s under ncu), and the grouped
+// layout made the 7B's q8_0 tg128 29% faster. Costs the copied q8_0 bytes again in device memory (272/256
+// of them for rows of 896 columns: about 0.47 GB for the 0.5B, its tied output table included).
+// Written without a GPU (2026-12-06, fifteenth session; the session's device time was spent): off until
+// a same-call A/B measures it (docs/perf.md has the call); device::testing::cuda_q80_copy turns it on or
+// off at run time for the tests, for models loaded after.
+#ifndef MINFER_Q80_COPY
+#define MINFER_Q80_COPY 0
+#endif
+
 namespace minfer::device {
 
 // A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
@@ -186,6 +202,14 @@ public:
     const void* q6k_copy(WeightKey key) const {
         auto it = q6k_padded.find(key);
         return it == q6k_padded.end() ? nullptr : it->second;
+    }
+    // The grouped q8_0 copies (MINFER_Q80_COPY above) by the weight they copy, in one allocation, and the
+    // copy the one-input int8 mat-vec reads (as cuda::mv::kQ8_0G) for a q8_0 weight, or null.
+    cuda::DeviceMemory q80_arena;
+    std::unordered_map<WeightKey, const void*> q80_copies;
+    const void* q80_copy(WeightKey key) const {
+        auto it = q80_copies.find(key);
+        return it == q80_copies.end() ? nullptr : it->second;
     }
 
     WeightKey device_of(const engine::Weight& w) const {

@@ -599,11 +599,14 @@ TEST_SUITE("cuda") {
                     }
                     CHECK(worst < 1e-5);
                 };
-                const bool padded = kt == Type::Q6_K_PADDED_DEVICE;
-                if (padded) {
+                // The load's copies for the one-token mat-vec: padded q6_K, and grouped q8_0 whose rows end in a
+                // padded group (MINFER_Q80_COPY): one int8 input alone.
+                const bool padded = kt == Type::Q6_K_PADDED_DEVICE || (kt == Type::Q8_0_GROUPED_DEVICE && cols % 256 != 0);
+                if (kt == Type::Q6_K_PADDED_DEVICE) {
                     REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1));
                     REQUIRE_FALSE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 2));
-                } else {
+                }
+                if (!padded) {
                     check_y(device::testing::cuda_matvec(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x), x);
                 }
                 // The int8 family always has the path; q5_K for one column where built with it (cuda/matvec.cu).
@@ -680,9 +683,11 @@ TEST_SUITE("cuda") {
                 const auto bytes = quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols);
                 check_case(t, rows, cols, bytes, t);
                 // q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS), on rows of whole 256-column groups:
-                // {300, 18944} in CTAs of 4 warps, {64, 512} of 4, {8200, 1280} of 2, {12800, 1280} of one
-                if (t == Type::Q8_0 && cols % 256 == 0) {
-                    INFO("regrouped on the device");
+                // {300, 18944} in CTAs of 4 warps, {64, 512} of 4, {8200, 1280} of 2, {12800, 1280} of one; the
+                // other shapes as the grouped copy with a padded last group (MINFER_Q80_COPY: 1 to 11 blocks
+                // a row, and 28, the 0.5B's 896 columns), read by the one-input kernel alone
+                if (t == Type::Q8_0) {
+                    INFO(cols % 256 == 0 ? "regrouped on the device" : "grouped copy, the last group padded");
                     check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
                 }
                 // q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): every shape (the kernel in CTAs
@@ -696,6 +701,7 @@ TEST_SUITE("cuda") {
                     const auto raw = random_blocks(t, rows, cols, seed++);
                     check_case(t, rows, cols, raw, t);
                     if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
+                    if (t == Type::Q8_0) check_case(t, rows, cols, raw, Type::Q8_0_GROUPED_DEVICE);
                 }
             }
         }
@@ -939,6 +945,7 @@ using PruneLast = KnobMode<device::testing::cuda_prune_last>;  // MINFER_PRUNE_L
 using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
 using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GROUPS
 using Q6kPad = KnobMode<device::testing::cuda_q6k_pad>;        // MINFER_Q6K_PAD
+using Q80Copy = KnobMode<device::testing::cuda_q80_copy>;      // MINFER_Q80_COPY
 // MINFER_ATTN_ONE_CHUNK: the longest decode row that attends in one chunk (0: none; -1: the build's value).
 using AttnOneChunk = KnobMode<device::testing::cuda_attn_one_chunk>;
 
@@ -1462,6 +1469,56 @@ TEST_SUITE("cuda") {
     // the copies; the 5-token chunk through the file's bytes by the int8 kernel over several inputs), with
     // matvec_int8=false too (no launch may read a copy then), and a batch against the CPU. With the knob
     // off: no copy.
+    // MINFER_Q80_COPY (cuda/model.cuh), on by its run-time knob: a grouped copy of every distinct q8_0 matmul
+    // weight the load does not regroup in place: on the tiny presets' default path (no f16 cache: under
+    // the size gate) all 15 (14 layer weights and the output, or the tied table); with w16_cache=on the
+    // regrouping takes the layer weights in place and only the tied table, which the embedding lookup reads
+    // in the file's layout, is copied. The hooks count the copies made and the one-input grouped launches,
+    // so a load that copies nothing, or a forward that never reads a grouped matrix, fails. The whole-model
+    // comparison against float64 (single tokens through the copies; the 5-token chunk through the file's
+    // bytes), with matvec_int8=false too (no grouped launch then), and a batch against the CPU. With the
+    // knob off: no copy. (Rows with a padded last group: the mat-vec test and the emulator's.)
+    TEST_CASE("q8_0 copied grouped for the one-token mat-vec (MINFER_Q80_COPY): against float64, batches, none when off") {
+        struct Case {
+            const char *preset, *w16;
+            uint64_t want;
+        };
+        const Case cases[] = {{"qwen2-tiny", "auto", 15}, {"qwen3-tiny", "auto", 15}, {"qwen2-tiny-tied", "auto", 15}, {"qwen2-tiny-tied", "on", 1}};
+        {
+            const Q80Copy on(1);
+            const Q80Groups groups(1);
+            for (const Case& k : cases)
+                for (const char* int8 : {"true", "false"}) {
+                    CAPTURE(k.preset);
+                    CAPTURE(k.w16);
+                    CAPTURE(int8);
+                    OptionScope opt;
+                    opt.set("matvec_int8", int8);
+                    opt.set("w16_cache", k.w16);
+                    const std::string path = synth_model(k.preset, "q8_0");
+                    const uint64_t copies = device::testing::cuda_q80_copied(), reads = device::testing::cuda_q80g_reads();
+                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
+                    CHECK(device::testing::cuda_q80_copied() - copies == k.want);
+                    const uint64_t read = device::testing::cuda_q80g_reads() - reads;
+                    if (std::string(int8) == "true") CHECK(read > 0);
+                    else CHECK(read == 0);
+                    for (const WholeModelComparison& c : cmp) {
+                        CAPTURE(c.what);
+                        MESSAGE(k.preset, " q8_0 grouped copies, w16_cache=", k.w16, ", matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+                        CHECK(c.err < kCudaBound);
+                    }
+                }
+            const uint64_t before = device::testing::cuda_q80_copied();
+            batch_against_cpu("q8_0");
+            CHECK(device::testing::cuda_q80_copied() - before == 15);
+        }
+        const Q80Copy off(0);
+        const uint64_t copies = device::testing::cuda_q80_copied();
+        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q8_0"), 2);
+        CHECK(device::testing::cuda_q80_copied() == copies);
+        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+    }
+
     TEST_CASE("q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): against float64, batches, none when off") {
         struct Case {
             const char *preset, *mix;

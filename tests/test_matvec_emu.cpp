@@ -54,28 +54,50 @@ const char* name_of(Type t) {
     return t == mv::kQ8_0G ? "q8_0 grouped" : t == mv::kQ6_KP ? "q6_K padded" : quant::type_info(t).name;
 }
 
-// A q8_0 matrix (rows of whole 256-column groups) regrouped by the device function the load's kernel
-// runs (mv::q80_group_one, a thread per group), on a copy.
+// A q8_0 matrix in the grouped layout: rows of whole 256-column groups regrouped in place by the device
+// function the load's kernel runs (mv::q80_group_one, a thread per group), on a copy; other rows copied
+// with a padded last group by the copy kernel's (mv::q80_group_copy_one, a thread per group) into a
+// poisoned buffer, so a byte it leaves unwritten fails ungrouped below.
 std::vector<uint8_t> grouped(std::vector<uint8_t> w, int64_t rows, int64_t cols) {
-    REQUIRE(cols % 256 == 0);
-    const int64_t groups = rows * (cols / 256);
-    REQUIRE(w.size() == static_cast<size_t>(groups * 272));
+    REQUIRE(w.size() == static_cast<size_t>(rows * (cols / 32) * 34));
     const int threads = 64;
+    if (cols % 256 != 0) {
+        const int64_t groups = rows * ((cols + 255) / 256);
+        std::vector<uint8_t> out(static_cast<size_t>(rows * mv::q80g_row_bytes(cols)), 0xA5);
+        launch((groups + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
+            const int64_t i = int64_t{blockIdx.x} * threads + threadIdx.x;
+            if (i < groups) mv::q80_group_copy_one(w.data(), out.data(), cols, i);
+        });
+        return out;
+    }
+    const int64_t groups = rows * (cols / 256);
     launch((groups + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
         const int64_t g = int64_t{blockIdx.x} * threads + threadIdx.x;
         if (g < groups) mv::q80_group_one(w.data(), g);
     });
     return w;
 }
-// Its inverse, written from the layout's description (cuda/block_bits.cuh) rather than from the code: in
-// each 272-byte group, block b's f16 scale at bytes 2b, 2b + 1 and its codes at 16 + 32b .. 16 + 32b + 31.
-std::vector<uint8_t> ungrouped(const std::vector<uint8_t>& g) {
-    std::vector<uint8_t> w(g.size());
-    for (size_t at = 0; at < g.size(); at += 272)
-        for (size_t b = 0; b < 8; ++b) {
-            w[at + 34 * b] = g[at + 2 * b];
-            w[at + 34 * b + 1] = g[at + 2 * b + 1];
-            std::memcpy(&w[at + 34 * b + 2], &g[at + 16 + 32 * b], 32);
+// Its inverse, written from the layout's description (cuda/block_bits.cuh) rather than from the code: rows
+// of ceil(cols / 256) groups of 272 bytes, in each group block b's f16 scale at bytes 2b, 2b + 1 and its
+// codes at 16 + 32b .. 16 + 32b + 31; a padded last group's absent blocks all zeros.
+std::vector<uint8_t> ungrouped(const std::vector<uint8_t>& g, int64_t rows, int64_t cols) {
+    const int64_t nb = cols / 32, rb = (cols + 255) / 256 * 272;
+    REQUIRE(g.size() == static_cast<size_t>(rows * rb));
+    std::vector<uint8_t> w(static_cast<size_t>(rows * nb * 34));
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < (nb + 7) / 8 * 8; ++k) {
+            const uint8_t* grp = &g[static_cast<size_t>(r * rb + k / 8 * 272)];
+            const int64_t b = k % 8;
+            if (k >= nb) {
+                REQUIRE(grp[2 * b] == 0);
+                REQUIRE(grp[2 * b + 1] == 0);
+                for (int i = 0; i < 32; ++i) REQUIRE(grp[16 + 32 * b + i] == 0);
+                continue;
+            }
+            uint8_t* blk = &w[static_cast<size_t>((r * nb + k) * 34)];
+            blk[0] = grp[2 * b];
+            blk[1] = grp[2 * b + 1];
+            std::memcpy(blk + 2, grp + 16 + 32 * b, 32);
         }
     return w;
 }
@@ -162,7 +184,7 @@ std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_byt
 }
 
 std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x) {
-    if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w), rows, cols, x);
+    if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w, rows, cols), rows, cols, x);
     if (t == mv::kQ6_KP) return reference(Type::Q6_K, unpadded(w), rows, cols, x);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<float> row(static_cast<size_t>(cols));
@@ -791,11 +813,24 @@ TEST_CASE("emulated mat-vec: q8_0 regrouped for the mat-vecs (kQ8_0G) through ev
             const auto w = weights(Type::Q8_0, 5, 768, random_bytes, 4242);
             const auto g = grouped(w, 5, 768);
             CHECK(g != w);
-            CHECK(ungrouped(g) == w);
+            CHECK(ungrouped(g, 5, 768) == w);
         }
     }
-    // rows of 8, 16, 136 and 152 blocks, as q4_0's direct loads
-    SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ8_0G>({8, 16, 136, 152}, 9595); }
+    // The load's copy with a padded last group (MINFER_Q80_COPY): rows of 1, 9 and 28 blocks (the 0.5B's
+    // 896 columns)
+    SUBCASE("the grouped copy") {
+        for (int64_t nb : {1, 9, 28})
+            for (bool random_bytes : {false, true}) {
+                CAPTURE(nb);
+                const auto w = weights(Type::Q8_0, 3, 32 * nb, random_bytes, 4244);
+                const auto g = grouped(w, 3, 32 * nb);
+                CHECK(g.size() == static_cast<size_t>(3 * ((nb + 7) / 8) * 272));
+                CHECK(ungrouped(g, 3, 32 * nb) == w);
+            }
+    }
+    // rows of 8, 16, 136 and 152 blocks, as q4_0's direct loads; and the copies' rows of 1, 9, 28 and 137
+    // blocks (a padded last group: units of that group past the row never loaded)
+    SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ8_0G>({8, 16, 136, 152, 1, 9, 28, 137}, 9595); }
     SUBCASE("int8 MMA, one input") { check_mma_type<mv::kQ8_0G, true>(); }
     SUBCASE("int8 MMA, several inputs") { check_cols_type<mv::kQ8_0G>(); }
     SUBCASE("f16 MMA") { check_mma_type<mv::kQ8_0G>(); }

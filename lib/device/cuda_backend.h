@@ -208,6 +208,13 @@ uint64_t cuda_q80_grouped();
 int cuda_q6k_pad(int mode);
 uint64_t cuda_q6k_padded();
 uint64_t cuda_q6k_pad_reads();
+// MINFER_Q80_COPY at run time (modes and result as cuda_prune_last's), for models loaded from now on:
+// grouped copies of their q8_0 matmul weights that the load does not regroup in place, for the one-token
+// mat-vec (cuda/model.cuh). cuda_q80_copied: the matrices copied by model loads in this process so far;
+// cuda_q80g_reads: the one-input dp4a launches on grouped q8_0 (copied or regrouped in place) so far.
+int cuda_q80_copy(int mode);
+uint64_t cuda_q80_copied();
+uint64_t cuda_q80g_reads();
 // Whether this build takes q4_K beside padded q6_K in one mat-vec launch (cuda::matvec_xq_pairs:
 // -DMINFER_DP4A_MIXED, default on), and how many such launches this process has made so far.
 bool cuda_matvec_pair_knob();
