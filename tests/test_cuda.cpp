@@ -687,7 +687,7 @@ TEST_SUITE("cuda") {
                 // other shapes as the grouped copy with a padded last group (MINFER_Q80_COPY: 1 to 11 blocks
                 // a row, and 28, the 0.5B's 896 columns), read by the one-input kernel alone
                 if (t == Type::Q8_0) {
-                    INFO(cols % 256 == 0 ? "regrouped on the device" : "grouped copy, the last group padded");
+                    INFO((cols % 256 == 0 ? "regrouped on the device" : "grouped copy, the last group padded"));
                     check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
                 }
                 // q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): every shape (the kernel in CTAs
