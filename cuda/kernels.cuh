@@ -83,6 +83,9 @@ void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream);
 void q80_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
 // The one-input dp4a mat-vec launches on grouped q8_0 (in place or copied) in this process so far.
 uint64_t q80g_matvec_launches();
+// Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
+// kernel does; builds without it, -DMINFER_MATVEC_DP4A=0, take the int8 MMA kernel, which does not).
+bool matvec_reads_padded_q80();
 // Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
 // that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
 // bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).

@@ -654,6 +654,7 @@ __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks)
 
 uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
 uint64_t q80g_matvec_launches() { return g_q80g_launches.load(std::memory_order_relaxed); }
+bool matvec_reads_padded_q80() { return MINFER_MATVEC_DP4A != 0; }
 uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
 void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
