@@ -401,7 +401,7 @@ double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
-    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes();
+    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes() + m.q80_arena.bytes();
     v.w16_cache = m.w16_bytes.load();
     v.kv_cache = m.kv_bytes.load();
     v.scratch = m.scratch_bytes.load();
@@ -846,6 +846,7 @@ uint64_t cuda_q6k_pad_reads() { return cuda::q6kp_matvec_launches(); }
 int cuda_q80_copy(int mode) { return cuda::g_q80_copy.set(mode); }
 uint64_t cuda_q80_copied() { return cuda::g_q80_copied.load(); }
 uint64_t cuda_q80g_reads() { return cuda::q80g_matvec_launches(); }
+bool cuda_matvec_padded_q80() { return cuda::matvec_reads_padded_q80(); }
 bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
 uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
 

@@ -231,7 +231,7 @@ constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_PREF
                                                           : MINFER_DP4A_PREFETCH;
 template <class F, int kLanes>
 bool dp4a_prefetch(int64_t rows, int64_t cols) {
-    return kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 256 * 8 > kLanes;
+    return kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 32 > kLanes;  // units a row
 }
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {

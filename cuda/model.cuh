@@ -140,8 +140,9 @@ class GemmTuner;  // cuda/cublas.cuh
 // bytes take the staged kernel; the file's bytes stay for every other reader, and the copy is made only
 // where it leaves kW16Reserve free. A qwen2-0.5b q8_0 token spends about half its time in the staged
 // kernel (docs/perf.md, 2026-12-06: every mat-vec of that file, 1.0-1.5 TB/s under ncu), and the grouped
-// layout made the 7B's q8_0 tg128 29% faster. Costs the copied q8_0 bytes again in device memory (272/256
-// of them for rows of 896 columns: about 0.47 GB for the 0.5B, its tied output table included).
+// layout made the 7B's q8_0 tg128 29% faster. Costs the copied q8_0 bytes again in device memory (8/7 of
+// them for rows of 896 columns, 4 groups for 28 blocks: about 0.58 GB for the 0.5B, its tied output table
+// included, 1.11 times its 0.525 GB of q8_0 matmul weights).
 // Written without a GPU (2026-12-06, fifteenth session; the session's device time was spent): off until
 // a same-call A/B measures it (docs/perf.md has the call); device::testing::cuda_q80_copy turns it on or
 // off at run time for the tests, for models loaded after.

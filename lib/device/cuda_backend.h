@@ -215,6 +215,9 @@ uint64_t cuda_q6k_pad_reads();
 int cuda_q80_copy(int mode);
 uint64_t cuda_q80_copied();
 uint64_t cuda_q80g_reads();
+// Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
+// kernel; no copy of such rows is made where it does not).
+bool cuda_matvec_padded_q80();
 // Whether this build takes q4_K beside padded q6_K in one mat-vec launch (cuda::matvec_xq_pairs:
 // -DMINFER_DP4A_MIXED, default on), and how many such launches this process has made so far.
 bool cuda_matvec_pair_knob();
