@@ -269,7 +269,7 @@ void copy_q80(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights,
         m, weights, m.q80_arena, m.q80_copies, "grouped q8_0 copies (MINFER_Q80_COPY)", log_level,
         [&m](const gguf::TensorInfo& t) -> uint64_t {
             const engine::Weight w = engine::Weight::of(&t);
-            if (static_cast<quant::Type>(t.type) != quant::Type::Q8_0 || w.cols % 32 != 0 || m.q80_grouped.count(m.device_of(w))) return 0;
+            if (static_cast<quant::Type>(t.type) != quant::Type::Q8_0 || m.q80_grouped.count(m.device_of(w))) return 0;
             if (w.cols % 256 != 0 && !cuda::matvec_reads_padded_q80()) return 0;  // rows with a padded group: no reader
             return static_cast<uint64_t>(w.rows * cuda::mv::q80g_row_bytes(w.cols));
         },
