@@ -117,8 +117,10 @@
 // past that a warp refills its slots after the wait and one block a KV head streams the keys alone, where
 // the split spreads them over the GPU. Measured on an H100 (docs/perf.md, 2026-12-06): one chunk up to
 // 256 keys gave tg128 (1 to 128 keys) +0.4% on the 7B's q4_K_M and +1.7% on the 0.5B's q8_0, and lost
-// 7% and 9% at 129 to 256 keys. 0: always the split (the A/B knob; device::testing::cuda_attn_one_chunk
-// sets it at run time for the tests).
+// 7% and 9% at 129 to 256 keys. The limit measured (H100, 2026-12-06, sixteenth session): 64 against the
+// split, tg128 +0.9% (7B) and +1.9% (0.5B); 128 against 64 over 65 to 128 keys, -0.8% on the 7B and +1%
+// on the 0.5B: 64 stays. 0: always the split (the A/B knob; device::testing::cuda_attn_one_chunk sets it
+// at run time for the tests).
 #ifndef MINFER_ATTN_ONE_CHUNK
 #define MINFER_ATTN_ONE_CHUNK 64
 #endif
