@@ -36,6 +36,8 @@ device::RuntimeKnob<MINFER_Q6K_PAD> g_q6k_pad;        // device::testing::cuda_q
 std::atomic<uint64_t> g_q6k_padded{0};                // device::testing::cuda_q6k_padded: matrices copied
 device::RuntimeKnob<MINFER_Q80_COPY> g_q80_copy;      // device::testing::cuda_q80_copy
 std::atomic<uint64_t> g_q80_copied{0};                // device::testing::cuda_q80_copied: matrices copied
+device::RuntimeKnob<MINFER_Q50_COPY> g_q50_copy;      // device::testing::cuda_q50_copy
+std::atomic<uint64_t> g_q50_copied{0};                // device::testing::cuda_q50_copied: matrices copied
 }  // namespace
 
 void check(cudaError_t err, const char* what) {
@@ -280,6 +282,25 @@ void copy_q80(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights,
     cuda::g_q80_copied.fetch_add(n, std::memory_order_relaxed);
 }
 
+// MINFER_Q50_COPY (cuda/model.cuh): a grouped copy (cuda::q50_group_copy) of each distinct q5_0 matmul
+// weight of `weights`, where this build's one-input int8 mat-vec reads it; CudaModel::q50_copy names them
+// from then on.
+void copy_q50(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    if (!cuda::matvec_int8_supported(cuda::mv::kQ5_0G, 1)) return;  // no reader
+    const size_t n = copy_for_matvec(
+        m, weights, m.q50_arena, m.q50_copies, "grouped q5_0 copies (MINFER_Q50_COPY)", log_level,
+        [](const gguf::TensorInfo& t) -> uint64_t {
+            const engine::Weight w = engine::Weight::of(&t);
+            if (static_cast<quant::Type>(t.type) != quant::Type::Q5_0) return 0;
+            return static_cast<uint64_t>(w.rows * cuda::mv::q50g_row_bytes(w.cols));
+        },
+        [](const gguf::TensorInfo& t, WeightKey key, uint8_t* dst, cudaStream_t stream) {
+            const engine::Weight w = engine::Weight::of(&t);
+            cuda::q50_group_copy(key, dst, w.rows, w.cols, stream);
+        });
+    cuda::g_q50_copied.fetch_add(n, std::memory_order_relaxed);
+}
+
 // The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
 // and its gate and up, where every member is an f16 tensor of the same width, appears once, and takes a
 // multiple of 256 bytes (so the next one follows directly: PrefillGemm::run_concat checks the adjacency
@@ -390,6 +411,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
     }
     if (cuda::g_q6k_pad.on()) pad_q6k(*m, matmul_weights, log_level);
     if (cuda::g_q80_copy.on()) copy_q80(*m, matmul_weights, log_level);
+    if (cuda::g_q50_copy.on()) copy_q50(*m, matmul_weights, log_level);
     log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
              m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
     return m;
@@ -401,7 +423,7 @@ double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
-    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes() + m.q80_arena.bytes();
+    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes() + m.q80_arena.bytes() + m.q50_arena.bytes();
     v.w16_cache = m.w16_bytes.load();
     v.kv_cache = m.kv_bytes.load();
     v.scratch = m.scratch_bytes.load();
@@ -846,6 +868,9 @@ uint64_t cuda_q6k_pad_reads() { return cuda::q6kp_matvec_launches(); }
 int cuda_q80_copy(int mode) { return cuda::g_q80_copy.set(mode); }
 uint64_t cuda_q80_copied() { return cuda::g_q80_copied.load(); }
 uint64_t cuda_q80g_reads() { return cuda::q80g_matvec_launches(); }
+int cuda_q50_copy(int mode) { return cuda::g_q50_copy.set(mode); }
+uint64_t cuda_q50_copied() { return cuda::g_q50_copied.load(); }
+uint64_t cuda_q50g_reads() { return cuda::q50g_matvec_launches(); }
 bool cuda_matvec_padded_q80() { return cuda::matvec_reads_padded_q80(); }
 bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
 uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
@@ -953,6 +978,10 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     if (t == cuda::mv::kQ6_KP) {  // q6_K given: its padded copy
         padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q6kp_row_bytes(cols)), nullptr, "padded W");
         cuda::q6k_pad(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());
+    }
+    if (t == cuda::mv::kQ5_0G) {  // q5_0 given: its grouped copy (a padded last group where cols needs one)
+        padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q50g_row_bytes(cols)), nullptr, "grouped W");
+        cuda::q50_group_copy(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());
     }
     cuda::quantize_x(dx.as<float>(), nullptr, cols, dq.as<void>(), stream.get(), ncols);
     const void* w = padded.as<void>() ? padded.as<void>() : dw.as<void>();

@@ -68,6 +68,30 @@ __host__ __device__ inline void q80_regroup(const uint8_t* src, uint8_t* dst) {
 // one-input dp4a kernel (DpQ80G) reads rows of this length whatever cols is, never a block past cols.
 __host__ __device__ constexpr int64_t q80g_row_bytes(int64_t cols) { return (cols + 255) / 256 * kQ80GroupBytes; }
 
+// ---- q5_0 in groups: a device-side copy of q5_0 matrices for the one-token mat-vec ---------------------
+//
+// kQ5_0G names the copy the load makes of q5_0 matmul weights (cuda/backend.cu, MINFER_Q50_COPY in
+// cuda/model.cuh) for the one-token dp4a mat-vec (DpQ50G, cuda/matvec_impl.cuh), the only reader of it.
+// q5_0's 22-byte blocks (d, qh[4], qs[16]) are only 2-byte aligned in the file; here each row is whole
+// 176-byte groups of 8 blocks (256 columns; the last group padded with zero blocks where cols is not a
+// multiple of 256, as the 896 columns of a qwen2-0.5b, whose q4_K_M files keep those matrices in q5_0):
+// the eight blocks' qs first (block b's 16 bytes at 16 b, so a thread loads them straight into registers),
+// then their qh (4 bytes each at 128 + 4 b), then their d (2 bytes each at 160 + 2 b). The file's bytes
+// per block, rearranged; a padded group's absent blocks are zeros (d = 0). Not a GGUF type (quant/types.h).
+constexpr quant::Type kQ5_0G = quant::Type::Q5_0_GROUPED_DEVICE;
+constexpr int kQ50GroupBytes = 176;
+__host__ __device__ constexpr int q50g_qs_at(int b) { return 16 * b; }
+__host__ __device__ constexpr int q50g_qh_at(int b) { return 128 + 4 * b; }
+__host__ __device__ constexpr int q50g_d_at(int b) { return 160 + 2 * b; }
+__host__ __device__ constexpr int64_t q50g_row_bytes(int64_t cols) { return (cols + 255) / 256 * kQ50GroupBytes; }
+// Block b of a group (src: the file's 22 bytes of it) into its places in the grouped group dst.
+__host__ __device__ inline void q50_group_block(const uint8_t* src, uint8_t* dst, int b) {
+    dst[q50g_d_at(b)] = src[0];
+    dst[q50g_d_at(b) + 1] = src[1];
+    for (int i = 0; i < 4; ++i) dst[q50g_qh_at(b) + i] = src[2 + i];
+    for (int i = 0; i < 16; ++i) dst[q50g_qs_at(b) + i] = src[6 + i];
+}
+
 // ---- q6_K padded: a device-side copy of q6_K matrices for the one-token mat-vec --------------------------
 //
 // kQ6_KP names the copy the load makes of q6_K matmul weights (cuda/backend.cu, MINFER_Q6K_PAD) for the

@@ -169,8 +169,8 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
-    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy; q80_copy: a
-    // grouped q8_0 one), or null.
+    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy; q80_copy and
+    // q50_copy: grouped q8_0 and q5_0 ones), or null.
     quant::Type type1 = quant::Type::F32;
     const void* w1 = nullptr;
 
@@ -285,11 +285,15 @@ public:
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
-            // The one-token mat-vec's copy, if the load made one: padded q6_K, or grouped q8_0 (MINFER_Q80_COPY).
-            const void* q6 = m_->q6k_copy(key);
-            const void* q8 = q6 ? nullptr : m_->q80_copy(key);
-            const quant::Type copy_type = q6 ? cuda::mv::kQ6_KP : q8 ? cuda::mv::kQ8_0G : quant::Type::F32;
-            return Mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str(), copy_type, q6 ? q6 : q8};
+            // The one-token mat-vec's copy, if the load made one: padded q6_K, grouped q8_0 (MINFER_Q80_COPY)
+            // or grouped q5_0 (MINFER_Q50_COPY).
+            const std::pair<const void*, quant::Type> copies[] = {{m_->q6k_copy(key), cuda::mv::kQ6_KP},
+                                                                  {m_->q80_copy(key), cuda::mv::kQ8_0G},
+                                                                  {m_->q50_copy(key), cuda::mv::kQ5_0G}};
+            Mat mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
+            for (const auto& [copy, type] : copies)
+                if (copy && !mat.w1) mat.w1 = copy, mat.type1 = type;
+            return mat;
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {
@@ -661,7 +665,10 @@ private:
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
         void* xq = xq_.as<void>();
-        auto i8w = [&](const Mat& w, int ncols) { return int8_ && cuda::matvec_int8_supported(w.type, ncols) && w.cols % 32 == 0; };
+        // (The matrix it reads: a q5_0 weight has the int8 path only through its copy, for one input.)
+        auto i8w = [&](const Mat& w, int ncols) {
+            return int8_ && cuda::matvec_int8_supported(w.for_xq(ncols).type, ncols) && w.cols % 32 == 0;
+        };
         auto i8 = [&](const Mat& w) { return (single || few) && i8w(w, n); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and
         // width share a launch (the int8 mat-vec's matrices as Mat::for_xq gives them), and so do those of

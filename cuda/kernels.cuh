@@ -50,8 +50,9 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 // Whether the int8 path takes type t for ncols input columns: the four types above for 1 to
-// kMatvecMaxCols, and q5_K and padded q6_K (mv::kQ6_KP, q6k_pad below) for one (q5_K unless built with
-// -DMINFER_DP4A_Q5K=0, cuda/matvec.cu).
+// kMatvecMaxCols, and q5_K, padded q6_K (mv::kQ6_KP, q6k_pad below) and grouped q5_0 (mv::kQ5_0G,
+// q50_group_copy below) for one (q5_K unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu; the copies
+// only in builds with the dp4a kernel).
 bool matvec_int8_supported(quant::Type t, int ncols = 1);
 int64_t matvec_xq_bytes(int64_t cols);
 void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);
@@ -86,6 +87,14 @@ uint64_t q80g_matvec_launches();
 // Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
 // kernel does; builds without it, -DMINFER_MATVEC_DP4A=0, take the int8 MMA kernel, which does not).
 bool matvec_reads_padded_q80();
+// Writes dst, a copy of the q5_0 matrix src (rows x cols, cols a multiple of 32, src 2-byte aligned) in the
+// grouped layout that the one-input int8 mat-vec reads as mv::kQ5_0G (cuda/block_bits.cuh; rows of
+// mv::q50g_row_bytes(cols) bytes, a padded last group where cols is not a multiple of 256; dst 16-byte
+// aligned): the load's copy for the one-token mat-vec (MINFER_Q50_COPY, cuda/model.cuh). matvec_xq with
+// ncols = 1 is its only reader (matvec_int8_supported says so), and only where matvec_reads_padded_q80 holds.
+void q50_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
+// The mat-vec launches on grouped q5_0 copies in this process so far (a test's proof that the copies are read).
+uint64_t q50g_matvec_launches();
 // Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
 // that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
 // bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).

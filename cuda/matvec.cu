@@ -59,6 +59,7 @@ bool dispatch_matvec_type(Type t, F&& f) {
 using namespace mv;
 std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
 std::atomic<uint64_t> g_q80g_launches{0};  // q80g_matvec_launches
+std::atomic<uint64_t> g_q50g_launches{0};  // q50g_matvec_launches
 std::atomic<uint64_t> g_pair_launches{0};  // matvec_pair_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
@@ -463,16 +464,24 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     int64_t total = 0;
     for (int i = 0; i < n; ++i) total += std::max<int64_t>(rows[i], 0);
     if (total == 0 || cols <= 0) return;
-    if (t == kQ6_KP) {  // the load's padded q6_K copy (cuda/block_bits.cuh): read by the one-input dp4a kernel alone
+    // The load's copies for the one-input mat-vec (cuda/block_bits.cuh: padded q6_K, grouped q5_0): read by
+    // the one-input dp4a kernel alone.
+    if (t == kQ6_KP || t == kQ5_0G) {
         if (!xq || ncols != 1 || !MINFER_MATVEC_DP4A)
-            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: padded q6_K takes one int8 input column (%d given%s)", ncols, xq ? "" : ", f32");
+            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %s takes one int8 input column (%d given%s)", t == kQ6_KP ? "padded q6_K" : "grouped q5_0",
+                 ncols, xq ? "" : ", f32");
         for (int i0 = 0; i0 < n;) {
             int i1 = i0 + 1;  // one launch while every segment but the last ends on a 16-row tile (a CTA's rows in one segment)
             while (i1 < n && rows[i1 - 1] % kTileRows == 0) ++i1;
             const Segments seg = segments_of(w, rows, y, i0, i1);
             if (seg.end[seg.n - 1] > 0) {
-                launch_dp4a<DpQ6KP>(seg, cols, xq, stream, accumulate);
-                g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
+                if (t == kQ6_KP) {
+                    launch_dp4a<DpQ6KP>(seg, cols, xq, stream, accumulate);
+                    g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
+                } else {
+                    launch_dp4a<DpQ50G>(seg, cols, xq, stream, accumulate);
+                    g_q50g_launches.fetch_add(1, std::memory_order_relaxed);
+                }
             }
             i0 = i1;
         }
@@ -541,7 +550,7 @@ void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gat
 }
 
 bool matvec_int8_supported(Type t, int ncols) {
-    if (t == kQ6_KP) return MINFER_MATVEC_DP4A && ncols == 1;
+    if (t == kQ6_KP || t == kQ5_0G) return MINFER_MATVEC_DP4A && ncols == 1;
     bool yes = false;
     dispatch_matvec_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
     return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
@@ -646,6 +655,24 @@ void q80_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cuda
 }
 
 namespace {
+__global__ void q50_group_copy_kernel(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t groups) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < groups) q50_group_copy_one(src, dst, cols, i);
+}
+}  // namespace
+
+void q50_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (cols % 32 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "q50_group_copy: %lld columns (a multiple of 32), a 2-byte aligned source and a 16-byte aligned copy",
+             static_cast<long long>(cols));
+    const int64_t groups = rows * ((cols + 255) / 256);
+    q50_group_copy_kernel<<<blocks_for(groups, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), cols,
+                                                                        groups);
+    check_launch("q50_group_copy");
+}
+
+namespace {
 __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks) {
     const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (b < blocks) q6k_pad_one(src, dst, b);
@@ -654,6 +681,7 @@ __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks)
 
 uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
 uint64_t q80g_matvec_launches() { return g_q80g_launches.load(std::memory_order_relaxed); }
+uint64_t q50g_matvec_launches() { return g_q50g_launches.load(std::memory_order_relaxed); }
 bool matvec_reads_padded_q80() { return MINFER_MATVEC_DP4A != 0; }
 uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 

@@ -1604,6 +1604,54 @@ struct DpQ80G {
     }
 };
 
+// ---- q5_0, grouped copies (kQ5_0G), by dp4a on direct loads (int8 input, one column) ----------------------
+//
+// matvec_dp4a_kernel<DpQ50G> gives a thread a block (32 columns) of each of its R rows, as DpQ80G does, on
+// the load's grouped copy (cuda/block_bits.cuh): the block's 16 bytes of low nibbles as one 16-byte load
+// straight into registers (streamed past L1), its 4 bytes of fifth bits and its 2-byte scale through L1
+// (the group's 32 and 16 bytes of them shared by its 8 threads). Codes 0 .. 31 (nibble | fifth bit << 4,
+// the file's code is that minus 16) enter dp4a as unsigned bytes against the input's hi and lo digits:
+// a, b = the sums of code x hi and code x lo over the block, |a| <= 32 * 31 * 128 < 2^17, so
+// 256 a + b - 16 S (S the block's sum of 256 hi + lo, from its record) is exact in s32; the only roundings
+// are its conversion to f32 and the f32 scaling, as for DpQ80G.
+// spread4(v): the low 4 bits of v to bit 0 of each of the 4 bytes (bit i to byte i).
+__host__ __device__ __forceinline__ uint32_t spread4(uint32_t v) { return ((v & 0xFu) * 0x00204081u) & 0x01010101u; }
+struct DpQ50G {
+    static constexpr int kGroup = kQ50GroupBytes;
+    struct W {
+        uint4 qs;     // the block's low nibbles
+        uint32_t qh;  // its fifth bits
+        uint32_t d;   // its f16 scale
+    };
+    __device__ static W load(const uint8_t* g, int p) {
+        return {ld_stream(reinterpret_cast<const uint4*>(g + q50g_qs_at(p))), ld_w32(reinterpret_cast<const uint32_t*>(g + q50g_qh_at(p))),
+                ld_w16(reinterpret_cast<const uint16_t*>(g + q50g_d_at(p)))};
+    }
+    using X = DpX40;  // ofs: 16 S
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
+        X x;
+        const int4 m = block_input(x, xq, cols, rec, c);
+        x.ofs = 16 * (m.y + m.z);
+        return x;
+    }
+    __device__ static float dot(const W& w, int, const X& x) {
+        const uint32_t q[4] = {w.qs.x, w.qs.y, w.qs.z, w.qs.w};
+        const uint32_t h0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, l0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+        const uint32_t h1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, l1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+        int a = 0, b = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // qs[4k .. 4k + 3]: columns 4k .. 4k + 3 (low nibbles) and 16 + 4k .. (high)
+            const uint32_t lo = (q[k] & 0x0F0F0F0Fu) | (spread4(w.qh >> (4 * k)) << 4);
+            const uint32_t hi = ((q[k] >> 4) & 0x0F0F0F0Fu) | (spread4(w.qh >> (16 + 4 * k)) << 4);
+            a = dp4a_us(lo, h0[k], a);
+            b = dp4a_us(lo, l0[k], b);
+            a = dp4a_us(hi, h1[k], a);
+            b = dp4a_us(hi, l1[k], b);
+        }
+        return f16_lo(w.d) * x.dx * static_cast<float>(256 * a + b - x.ofs);
+    }
+};
+
 // The load's regrouping of a q8_0 matrix (rows of whole 256-column groups, 16-byte aligned) in place,
 // group g of it by one thread (cuda/matvec.cu's q80_group launches a thread per group): its 272 bytes
 // read, then written grouped (q80_regroup).
@@ -1633,9 +1681,22 @@ __device__ __forceinline__ void q80_group_copy_one(const uint8_t* src, uint8_t* 
     for (int k = 0; k < kQ80GroupBytes / 16; ++k) d[k] = out[k];
 }
 
+// Group i of a q5_0 copy (cuda::q50_group_copy's kernel runs one thread a group), as q80_group_copy_one:
+// row i / groups, group g = i % groups of q50g_row_bytes(cols) / 176; src holds the file's rows (cols / 32
+// blocks of 22 bytes, 2-byte aligned), dst the grouped rows, 16-byte aligned; absent blocks are zeros.
+__device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
+    const int64_t groups = (cols + 255) / 256, r = i / groups, g = i % groups, nb = cols / 32;
+    uint4 out[kQ50GroupBytes / 16] = {};
+    uint8_t* o = reinterpret_cast<uint8_t*>(out);
+    const uint8_t* row = src + r * nb * 22;
+    for (int b = 0; b < 8 && 8 * g + b < nb; ++b) q50_group_block(row + (8 * g + b) * 22, o, b);
+    uint4* d = reinterpret_cast<uint4*>(dst + r * q50g_row_bytes(cols) + g * kQ50GroupBytes);
+    for (int k = 0; k < kQ50GroupBytes / 16; ++k) d[k] = out[k];
+}
+
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
 // rows of whole 256-column groups (cols / 32 units a row), the last one padded where cols is not a
-// multiple of 256 (DpQ80G on the load's grouped copies; the other formats take whole rows only).
+// multiple of 256 (DpQ80G and DpQ50G on the load's grouped copies; the other formats take whole rows only).
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.

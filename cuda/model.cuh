@@ -151,6 +151,20 @@ class GemmTuner;  // cuda/cublas.cuh
 #define MINFER_Q80_COPY 1
 #endif
 
+// q5_0 matrices copied grouped for the one-token mat-vec (cuda::q50_group_copy, cuda/block_bits.cuh's
+// kQ5_0G: the eight blocks' low nibbles, fifth bits and scales of each 256 columns apart, a padded last
+// group where a row needs one), which the dp4a kernel (DpQ50G) reads by direct loads where the file's
+// q5_0 had no int8 path at all: its one-token mat-vecs took the f16-input MMA kernel. q5_0 is what a
+// qwen2-0.5b q4_K_M file keeps its 896-column matrices in (llama.cpp's fallback for rows that are not
+// whole q4_K super-blocks); an H100 profile of such a token (docs/perf.md, 2026-12-06, sixteenth session)
+// had those MMA launches at 42% of it. Costs the q5_0 bytes again in device memory (a whole group is the
+// file's 176 bytes; 8/7 of them for 896-column rows), made only where kW16Reserve stays free; the file's
+// bytes stay for every other reader. 0: no copy (the A/B knob; device::testing::cuda_q50_copy turns it on or off at
+// run time for the tests, for models loaded after).
+#ifndef MINFER_Q50_COPY
+#define MINFER_Q50_COPY 1
+#endif
+
 namespace minfer::device {
 
 // A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
@@ -212,6 +226,13 @@ public:
     const void* q80_copy(WeightKey key) const {
         auto it = q80_copies.find(key);
         return it == q80_copies.end() ? nullptr : it->second;
+    }
+    // The grouped q5_0 copies (MINFER_Q50_COPY above), likewise (read as cuda::mv::kQ5_0G).
+    cuda::DeviceMemory q50_arena;
+    std::unordered_map<WeightKey, const void*> q50_copies;
+    const void* q50_copy(WeightKey key) const {
+        auto it = q50_copies.find(key);
+        return it == q50_copies.end() ? nullptr : it->second;
     }
 
     WeightKey device_of(const engine::Weight& w) const {

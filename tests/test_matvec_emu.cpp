@@ -48,10 +48,10 @@ void scale_fields(Type t, int& f0, int& f1) {
 }
 
 // The GGUF type whose bytes a kernel type holds: q8_0 for its regrouped layout (mv::kQ8_0G), q6_K for its
-// padded copy (mv::kQ6_KP), else itself.
-Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t == mv::kQ6_KP ? Type::Q6_K : t; }
+// padded copy (mv::kQ6_KP), q5_0 for its grouped copy (mv::kQ5_0G), else itself.
+Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t == mv::kQ6_KP ? Type::Q6_K : t == mv::kQ5_0G ? Type::Q5_0 : t; }
 const char* name_of(Type t) {
-    return t == mv::kQ8_0G ? "q8_0 grouped" : t == mv::kQ6_KP ? "q6_K padded" : quant::type_info(t).name;
+    return t == mv::kQ8_0G ? "q8_0 grouped" : t == mv::kQ6_KP ? "q6_K padded" : t == mv::kQ5_0G ? "q5_0 grouped" : quant::type_info(t).name;
 }
 
 // A q8_0 matrix in the grouped layout: rows of whole 256-column groups regrouped in place by the device
@@ -102,6 +102,44 @@ std::vector<uint8_t> ungrouped(const std::vector<uint8_t>& g, int64_t rows, int6
     return w;
 }
 
+// A q5_0 matrix copied grouped by the device function the load's kernel runs (mv::q50_group_copy_one, a
+// thread per group) into a poisoned buffer, so a byte it leaves unwritten fails q50_ungrouped below.
+std::vector<uint8_t> q50_grouped(const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+    REQUIRE(w.size() == static_cast<size_t>(rows * (cols / 32) * 22));
+    const int threads = 64;
+    const int64_t groups = rows * ((cols + 255) / 256);
+    std::vector<uint8_t> out(static_cast<size_t>(rows * mv::q50g_row_bytes(cols)), 0xA5);
+    launch((groups + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
+        const int64_t i = int64_t{blockIdx.x} * threads + threadIdx.x;
+        if (i < groups) mv::q50_group_copy_one(w.data(), out.data(), cols, i);
+    });
+    return out;
+}
+// Its inverse, from the layout's description (cuda/block_bits.cuh): rows of ceil(cols / 256) groups of
+// 176 bytes, in each group block b's qs at 16b, its qh at 128 + 4b, its d at 160 + 2b; a padded last
+// group's absent blocks all zeros.
+std::vector<uint8_t> q50_ungrouped(const std::vector<uint8_t>& g, int64_t rows, int64_t cols) {
+    const int64_t nb = cols / 32, rb = (cols + 255) / 256 * 176;
+    REQUIRE(g.size() == static_cast<size_t>(rows * rb));
+    std::vector<uint8_t> w(static_cast<size_t>(rows * nb * 22));
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < (nb + 7) / 8 * 8; ++k) {
+            const uint8_t* grp = &g[static_cast<size_t>(r * rb + k / 8 * 176)];
+            const int64_t b = k % 8;
+            if (k >= nb) {
+                for (int i = 0; i < 16; ++i) REQUIRE(grp[16 * b + i] == 0);
+                for (int i = 0; i < 4; ++i) REQUIRE(grp[128 + 4 * b + i] == 0);
+                for (int i = 0; i < 2; ++i) REQUIRE(grp[160 + 2 * b + i] == 0);
+                continue;
+            }
+            uint8_t* blk = &w[static_cast<size_t>((r * nb + k) * 22)];
+            std::memcpy(blk, grp + 160 + 2 * b, 2);
+            std::memcpy(blk + 2, grp + 128 + 4 * b, 4);
+            std::memcpy(blk + 6, grp + 16 * b, 16);
+        }
+    return w;
+}
+
 // A q6_K matrix copied padded by the device function the load's kernel runs (mv::q6k_pad_one, a thread
 // per block).
 std::vector<uint8_t> padded(const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
@@ -144,6 +182,7 @@ std::vector<uint8_t> unpadded(const std::vector<uint8_t>& g) {
 std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_bytes, uint64_t seed) {
     if (t == mv::kQ8_0G) return grouped(weights(Type::Q8_0, rows, cols, random_bytes, seed), rows, cols);
     if (t == mv::kQ6_KP) return padded(weights(Type::Q6_K, rows, cols, random_bytes, seed), rows, cols);
+    if (t == mv::kQ5_0G) return q50_grouped(weights(Type::Q5_0, rows, cols, random_bytes, seed), rows, cols);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
     if (!random_bytes) {
@@ -186,6 +225,7 @@ std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_byt
 std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols, const std::vector<float>& x) {
     if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w, rows, cols), rows, cols, x);
     if (t == mv::kQ6_KP) return reference(Type::Q6_K, unpadded(w), rows, cols, x);
+    if (t == mv::kQ5_0G) return reference(Type::Q5_0, q50_ungrouped(w, rows, cols), rows, cols, x);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     std::vector<double> y(static_cast<size_t>(rows));
@@ -679,7 +719,9 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
         T == Type::Q4_0, mv::DpQ40,
         std::conditional_t<
             T == Type::Q6_K, mv::DpQ6K,
-            std::conditional_t<T == mv::kQ6_KP, mv::DpQ6KP, std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, mv::DpK<T == Type::Q5_K>>>>>;
+            std::conditional_t<
+                T == mv::kQ6_KP, mv::DpQ6KP,
+                std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, std::conditional_t<T == mv::kQ5_0G, mv::DpQ50G, mv::DpK<T == Type::Q5_K>>>>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -834,6 +876,25 @@ TEST_CASE("emulated mat-vec: q8_0 regrouped for the mat-vecs (kQ8_0G) through ev
     SUBCASE("int8 MMA, one input") { check_mma_type<mv::kQ8_0G, true>(); }
     SUBCASE("int8 MMA, several inputs") { check_cols_type<mv::kQ8_0G>(); }
     SUBCASE("f16 MMA") { check_mma_type<mv::kQ8_0G>(); }
+}
+
+// q5_0 copied grouped at load (mv::kQ5_0G, MINFER_Q50_COPY): its one reader, the dp4a kernel of one input,
+// against float64 of the file's blocks, which the test recovers from the grouped bytes by the layout's
+// description (q50_ungrouped), so a copy and a reader that agree with each other but not with the
+// description fail too. Random blocks set every fifth bit and nibble.
+TEST_CASE("emulated mat-vec: q5_0 copied grouped for the one-token mat-vec (kQ5_0G) by dp4a matches float64") {
+    SUBCASE("the copy") {  // rows of 1, 9 and 28 blocks (the 0.5B's 896 columns: a padded last group), and 16
+        for (int64_t nb : {1, 9, 16, 28})
+            for (bool random_bytes : {false, true}) {
+                CAPTURE(nb);
+                const auto w = weights(Type::Q5_0, 3, 32 * nb, random_bytes, 4545);
+                const auto g = q50_grouped(w, 3, 32 * nb);
+                CHECK(g.size() == static_cast<size_t>(3 * ((nb + 7) / 8) * 176));
+                CHECK(q50_ungrouped(g, 3, 32 * nb) == w);
+            }
+    }
+    // rows of whole groups (8, 16, 152 blocks) and with a padded last group (1, 9, 28, 137)
+    SUBCASE("dp4a on direct loads") { check_dp4a<mv::kQ5_0G>({8, 16, 152, 1, 9, 28, 137}, 9797); }
 }
 
 // Segments whose byte lengths are multiples of 16, as the launcher requires of the staged kernel

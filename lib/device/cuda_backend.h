@@ -215,6 +215,13 @@ uint64_t cuda_q6k_pad_reads();
 int cuda_q80_copy(int mode);
 uint64_t cuda_q80_copied();
 uint64_t cuda_q80g_reads();
+// MINFER_Q50_COPY at run time (modes and result as cuda_prune_last's), for models loaded from now on:
+// grouped copies of their q5_0 matmul weights for the one-token mat-vec (cuda/model.cuh).
+// cuda_q50_copied: the matrices copied by model loads in this process so far; cuda_q50g_reads: the
+// one-input dp4a launches on them so far.
+int cuda_q50_copy(int mode);
+uint64_t cuda_q50_copied();
+uint64_t cuda_q50g_reads();
 // Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
 // kernel; no copy of such rows is made where it does not).
 bool cuda_matvec_padded_q80();

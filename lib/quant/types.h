@@ -20,6 +20,8 @@ enum class Type : int32_t {
     Q8_0_GROUPED_DEVICE = 0x108,
     // The same for a copy of some q6_K matrices in 224-byte blocks (cuda/block_bits.cuh, cuda::mv::kQ6_KP).
     Q6_K_PADDED_DEVICE = 0x109,
+    // The same for a copy of some q5_0 matrices in groups of 8 blocks (cuda/block_bits.cuh, cuda::mv::kQ5_0G).
+    Q5_0_GROUPED_DEVICE = 0x10A,
 };
 
 enum class TypeStatus : uint8_t {
