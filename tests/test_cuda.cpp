@@ -599,10 +599,11 @@ TEST_SUITE("cuda") {
                     }
                     CHECK(worst < 1e-5);
                 };
-                // The load's copies for the one-token mat-vec: padded q6_K, and grouped q8_0 whose rows end in a
-                // padded group (MINFER_Q80_COPY): one int8 input alone.
-                const bool padded = kt == Type::Q6_K_PADDED_DEVICE || (kt == Type::Q8_0_GROUPED_DEVICE && cols % 256 != 0);
-                if (kt == Type::Q6_K_PADDED_DEVICE) {
+                // The load's copies for the one-token mat-vec: padded q6_K, grouped q5_0 (MINFER_Q50_COPY), and
+                // grouped q8_0 whose rows end in a padded group (MINFER_Q80_COPY): one int8 input alone.
+                const bool padded = kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE ||
+                                    (kt == Type::Q8_0_GROUPED_DEVICE && cols % 256 != 0);
+                if (kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE) {
                     REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1));
                     REQUIRE_FALSE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 2));
                 }
@@ -696,11 +697,19 @@ TEST_SUITE("cuda") {
                     INFO("padded copy");
                     check_case(t, rows, cols, bytes, Type::Q6_K_PADDED_DEVICE);
                 }
+                // q5_0 copied grouped for the one-token mat-vec (MINFER_Q50_COPY) where the build reads it: every
+                // shape (rows of whole groups, and 1 to 11 and 28 blocks: a padded last group)
+                const bool q50g = t == Type::Q5_0 && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q5_0_GROUPED_DEVICE), 1);
+                if (q50g) {
+                    INFO("q5_0 grouped copy");
+                    check_case(t, rows, cols, bytes, Type::Q5_0_GROUPED_DEVICE);
+                }
                 if (!plain && rows * cols <= 100000) {
                     INFO("raw random blocks");
                     const auto raw = random_blocks(t, rows, cols, seed++);
                     check_case(t, rows, cols, raw, t);
                     if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
+                    if (q50g) check_case(t, rows, cols, raw, Type::Q5_0_GROUPED_DEVICE);
                     if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80()))
                         check_case(t, rows, cols, raw, Type::Q8_0_GROUPED_DEVICE);
                 }
@@ -947,6 +956,7 @@ using Q16 = KnobMode<device::testing::cuda_q16>;               // MINFER_Q16
 using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GROUPS
 using Q6kPad = KnobMode<device::testing::cuda_q6k_pad>;        // MINFER_Q6K_PAD
 using Q80Copy = KnobMode<device::testing::cuda_q80_copy>;      // MINFER_Q80_COPY
+using Q50Copy = KnobMode<device::testing::cuda_q50_copy>;      // MINFER_Q50_COPY
 // MINFER_ATTN_ONE_CHUNK: the longest decode row that attends in one chunk (0: none; -1: the build's value).
 using AttnOneChunk = KnobMode<device::testing::cuda_attn_one_chunk>;
 
@@ -1534,6 +1544,52 @@ TEST_SUITE("cuda") {
         const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q8_0"), 2);
         CHECK(device::testing::cuda_q80_copied() == copies);
         CHECK(device::testing::cuda_q80g_reads() == reads);  // the default path regroups nothing in place
+        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+    }
+
+    // MINFER_Q50_COPY (cuda/model.cuh), on by its run-time knob: a grouped copy of every distinct q5_0 matmul
+    // weight (the tiny presets' 15: 14 layer weights and the output, or the tied table) where the build's
+    // one-input int8 mat-vec reads them. The hooks count the copies made and the launches that read one, so a
+    // load that copies nothing, or a forward that never reads the copies (a weight's int8 path chosen by
+    // the file's type, which has none), fails. The whole-model comparison against float64 (single tokens
+    // through the copies; the 5-token chunk through the f16-input kernel on the file's bytes), with
+    // matvec_int8=false too (no launch may read a copy then), and a batch against the CPU. With the knob
+    // off: no copy. (Rows with a padded last group: the mat-vec test and the emulator's.)
+    TEST_CASE("q5_0 copied grouped for the one-token mat-vec (MINFER_Q50_COPY): against float64, batches, none when off") {
+        if (!device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q5_0_GROUPED_DEVICE), 1)) {
+            MESSAGE("SKIPPED: this build has no one-input dp4a mat-vec (-DMINFER_MATVEC_DP4A=0), so no q5_0 copies");
+            return;
+        }
+        {
+            const Q50Copy on(1);
+            for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "qwen2-tiny-tied"})
+                for (const char* int8 : {"true", "false"}) {
+                    CAPTURE(preset);
+                    CAPTURE(int8);
+                    OptionScope opt;
+                    opt.set("matvec_int8", int8);
+                    const std::string path = synth_model(preset, "q5_0");
+                    const uint64_t copies = device::testing::cuda_q50_copied(), reads = device::testing::cuda_q50g_reads();
+                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
+                    CHECK(device::testing::cuda_q50_copied() - copies == 15);
+                    const uint64_t read = device::testing::cuda_q50g_reads() - reads;
+                    if (std::string(int8) == "true") CHECK(read > 0);
+                    else CHECK(read == 0);
+                    for (const WholeModelComparison& c : cmp) {
+                        CAPTURE(c.what);
+                        MESSAGE(preset, " q5_0 grouped copies, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+                        CHECK(c.err < kCudaBound);
+                    }
+                }
+            const uint64_t before = device::testing::cuda_q50_copied();
+            batch_against_cpu("q5_0");
+            CHECK(device::testing::cuda_q50_copied() - before == 15);
+        }
+        const Q50Copy off(0);
+        const uint64_t copies = device::testing::cuda_q50_copied(), reads = device::testing::cuda_q50g_reads();
+        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q5_0"), 2);
+        CHECK(device::testing::cuda_q50_copied() == copies);
+        CHECK(device::testing::cuda_q50g_reads() == reads);
         for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
     }
 
