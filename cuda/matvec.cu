@@ -637,39 +637,32 @@ void q80_group(void* w, int64_t rows, int64_t cols, cudaStream_t stream) {
 }
 
 namespace {
-__global__ void q80_group_copy_kernel(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t groups) {
+// The load's grouped copies for the one-token mat-vec, a thread a group: q8_0 (T = kQ8_0G) or q5_0 (kQ5_0G).
+template <Type T>
+__global__ void group_copy_kernel(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t groups) {
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < groups) q80_group_copy_one(src, dst, cols, i);
+    if (i >= groups) return;
+    if constexpr (T == kQ8_0G) q80_group_copy_one(src, dst, cols, i);
+    else q50_group_copy_one(src, dst, cols, i);
+}
+template <Type T>
+void group_copy(const char* what, const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if (cols % 32 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "%s: %lld columns (a multiple of 32), a 2-byte aligned source and a 16-byte aligned copy", what,
+             static_cast<long long>(cols));
+    const int64_t groups = rows * ((cols + 255) / 256);
+    group_copy_kernel<T><<<blocks_for(groups, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), cols,
+                                                                       groups);
+    check_launch(what);
 }
 }  // namespace
 
 void q80_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
-    if (rows <= 0 || cols <= 0) return;
-    if (cols % 32 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
-        fail(MINFER_ERR_INTERNAL, "q80_group_copy: %lld columns (a multiple of 32), a 2-byte aligned source and a 16-byte aligned copy",
-             static_cast<long long>(cols));
-    const int64_t groups = rows * ((cols + 255) / 256);
-    q80_group_copy_kernel<<<blocks_for(groups, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), cols,
-                                                                        groups);
-    check_launch("q80_group_copy");
+    group_copy<kQ8_0G>("q80_group_copy", src, dst, rows, cols, stream);
 }
-
-namespace {
-__global__ void q50_group_copy_kernel(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t groups) {
-    const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i < groups) q50_group_copy_one(src, dst, cols, i);
-}
-}  // namespace
-
 void q50_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
-    if (rows <= 0 || cols <= 0) return;
-    if (cols % 32 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0)
-        fail(MINFER_ERR_INTERNAL, "q50_group_copy: %lld columns (a multiple of 32), a 2-byte aligned source and a 16-byte aligned copy",
-             static_cast<long long>(cols));
-    const int64_t groups = rows * ((cols + 255) / 256);
-    q50_group_copy_kernel<<<blocks_for(groups, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), cols,
-                                                                        groups);
-    check_launch("q50_group_copy");
+    group_copy<kQ5_0G>("q50_group_copy", src, dst, rows, cols, stream);
 }
 
 namespace {

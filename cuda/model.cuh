@@ -157,7 +157,8 @@ class GemmTuner;  // cuda/cublas.cuh
 // q5_0 had no int8 path at all: its one-token mat-vecs took the f16-input MMA kernel. q5_0 is what a
 // qwen2-0.5b q4_K_M file keeps its 896-column matrices in (llama.cpp's fallback for rows that are not
 // whole q4_K super-blocks); an H100 profile of such a token (docs/perf.md, 2026-12-06, sixteenth session)
-// had those MMA launches at 42% of it. Costs the q5_0 bytes again in device memory (a whole group is the
+// had those MMA launches at 42% of it. Measured there (H100, same call): the 0.5B's q4_K_M tg128 1,245 ->
+// 1,505 t/s (+21%), its all-q5_0 mix 1,235 -> 1,619 (+31%). Costs the q5_0 bytes again in device memory (a whole group is the
 // file's 176 bytes; 8/7 of them for 896-column rows), made only where kW16Reserve stays free; the file's
 // bytes stay for every other reader. 0: no copy (the A/B knob; device::testing::cuda_q50_copy turns it on or off at
 // run time for the tests, for models loaded after).
