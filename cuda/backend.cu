@@ -250,6 +250,7 @@ size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>&
 // MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
 // `weights`; CudaModel::q6k_copy names them from then on.
 void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    if (!cuda::matvec_int8_supported(cuda::mv::kQ6_KP, 1)) return;  // no reader (a build without the dp4a kernel)
     const size_t n = copy_for_matvec(
         m, weights, m.q6k_arena, m.q6k_padded, "padded q6_K copies (MINFER_Q6K_PAD)", log_level,
         [](const gguf::TensorInfo& t) -> uint64_t {

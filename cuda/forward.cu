@@ -290,10 +290,10 @@ public:
             const std::pair<const void*, quant::Type> copies[] = {{m_->q6k_copy(key), cuda::mv::kQ6_KP},
                                                                   {m_->q80_copy(key), cuda::mv::kQ8_0G},
                                                                   {m_->q50_copy(key), cuda::mv::kQ5_0G}};
-            Mat mat{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
+            Mat out{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
             for (const auto& [copy, type] : copies)
-                if (copy && !mat.w1) mat.w1 = copy, mat.type1 = type;
-            return mat;
+                if (copy && !out.w1) out.w1 = copy, out.type1 = type;
+            return out;
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
         for (const model::Layer& L : plan.layers) {
@@ -869,7 +869,8 @@ private:
                 }
                 if (i8(L.down) && ld == c.n_ff) {  // x += W_down h, h = silu(gate) * up quantized per token
                     cuda::quantize_x(gate, up, c.n_ff, xq, s(), n);
-                    cuda::matvec_xq(L.down.type, 1, &L.down.w, &L.down.rows, L.down.cols, xq, &x, s(), true, n);
+                    const Mat down = L.down.for_xq(n);
+                    cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, xq, &x, s(), true, n);
                 } else {
                     __half* h = gemm_->input16(gate, n, c.n_ff, false);
                     if (gu16) cuda::swiglu_f16_rows(gu16, gu16 + c.n_ff, n, c.n_ff, ld, h, s());

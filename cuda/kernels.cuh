@@ -91,7 +91,7 @@ bool matvec_reads_padded_q80();
 // grouped layout that the one-input int8 mat-vec reads as mv::kQ5_0G (cuda/block_bits.cuh; rows of
 // mv::q50g_row_bytes(cols) bytes, a padded last group where cols is not a multiple of 256; dst 16-byte
 // aligned): the load's copy for the one-token mat-vec (MINFER_Q50_COPY, cuda/model.cuh). matvec_xq with
-// ncols = 1 is its only reader (matvec_int8_supported says so), and only where matvec_reads_padded_q80 holds.
+// ncols = 1 is its only reader, in builds with the one-input dp4a kernel (matvec_int8_supported(kQ5_0G, 1)).
 void q50_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
 // The mat-vec launches on grouped q5_0 copies in this process so far (a test's proof that the copies are read).
 uint64_t q50g_matvec_launches();

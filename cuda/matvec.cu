@@ -19,11 +19,12 @@
 //    q4_K, q5_K and q4_0 (rows of whole 256-column groups) by matvec_dp4a_kernel (16-byte units
 //    loaded straight into registers, many CTAs an SM; on the H200 q4_K 20% faster decode, q4_0 36%
 //    faster than staged), q6_K's padded copies (mv::kQ6_KP, made at load: 224-byte blocks whose codes
-//    load straight into registers; the output projection 1.31x faster than from the file's bytes), and
-//    q6_K without a copy on launches of 65,536 rows or more (the output projection: aligned 8-byte words
-//    around its 2-byte aligned fields, 11% faster there); q6_K's other launches, q8_0 and q4_0 on other
-//    rows by matvec_staged_kernel (their 2-byte aligned blocks staged per warp through shared memory;
-//    direct loads measured slower for them, docs/perf.md).
+//    load straight into registers; the output projection 1.31x faster than from the file's bytes), q8_0
+//    regrouped in place or copied grouped (mv::kQ8_0G: each block's codes 16-byte aligned) and q5_0's
+//    grouped copies (mv::kQ5_0G, the only int8 path q5_0 has), and q6_K without a copy on launches of
+//    65,536 rows or more (the output projection: aligned 8-byte words around its 2-byte aligned fields,
+//    11% faster there); q6_K's other launches, q8_0 without a grouped layout and q4_0 on other rows by
+//    matvec_staged_kernel (their 2-byte aligned blocks staged per warp through shared memory).
 //  * f32, f16, bf16: one 16-byte load per 4 or 8 weights and an f32 FMA per weight on the CUDA cores.
 //  * q8_1, q8_K (and nothing else): the plain per-8-element reference kernel (matvec_reference).
 //

@@ -1519,7 +1519,7 @@ __device__ __forceinline__ int4 block_input(DpXBlock& x, const uint8_t* xq, int 
     return m;
 }
 struct DpX40 : DpXBlock {
-    int ofs;  // 16 * 8 * the block's input sum (the codes' offset of 8, in the 16x scale of the sum)
+    int ofs;  // the codes' offset times the block's input sum: 16 * 8 S for q4_0 (in its 16x scale), 16 S for DpQ50G
 };
 __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p, const DpX40& x) {
     const uint32_t w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};

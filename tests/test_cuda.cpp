@@ -1549,7 +1549,9 @@ TEST_SUITE("cuda") {
 
     // MINFER_Q50_COPY (cuda/model.cuh), on by its run-time knob: a grouped copy of every distinct q5_0 matmul
     // weight (the tiny presets' 15: 14 layer weights and the output, or the tied table) where the build's
-    // one-input int8 mat-vec reads them. The hooks count the copies made and the launches that read one, so a
+    // one-input int8 mat-vec reads them; and qwen2-tiny-narrow, whose 384-column rows end in a padded group
+    // (the 0.5B's kind of file in small): in q4_K_M its 44 q5_0 matrices (q, k, o, gate, up and the v of
+    // four layers) beside q8_0 v (grouped copies too) and q4_K / q6_K down; in q5_0 its 57. The hooks count the copies made and the launches that read one, so a
     // load that copies nothing, or a forward that never reads the copies (a weight's int8 path chosen by
     // the file's type, which has none), fails. The whole-model comparison against float64 (single tokens
     // through the copies; the 5-token chunk through the f16-input kernel on the file's bytes), with
@@ -1560,24 +1562,34 @@ TEST_SUITE("cuda") {
             MESSAGE("SKIPPED: this build has no one-input dp4a mat-vec (-DMINFER_MATVEC_DP4A=0), so no q5_0 copies");
             return;
         }
+        struct Case {
+            const char *preset, *mix;
+            uint64_t want;
+        };
+        const Case cases[] = {{"qwen2-tiny", "q5_0", 15},
+                              {"qwen3-tiny", "q5_0", 15},
+                              {"qwen2-tiny-tied", "q5_0", 15},
+                              {"qwen2-tiny-narrow", "q4_K_M", 44},
+                              {"qwen2-tiny-narrow", "q5_0", 57}};
         {
             const Q50Copy on(1);
-            for (const char* preset : {"qwen2-tiny", "qwen3-tiny", "qwen2-tiny-tied"})
+            for (const Case& k : cases)
                 for (const char* int8 : {"true", "false"}) {
-                    CAPTURE(preset);
+                    CAPTURE(k.preset);
+                    CAPTURE(k.mix);
                     CAPTURE(int8);
                     OptionScope opt;
                     opt.set("matvec_int8", int8);
-                    const std::string path = synth_model(preset, "q5_0");
+                    const std::string path = synth_model(k.preset, k.mix);
                     const uint64_t copies = device::testing::cuda_q50_copied(), reads = device::testing::cuda_q50g_reads();
                     const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
-                    CHECK(device::testing::cuda_q50_copied() - copies == 15);
+                    CHECK(device::testing::cuda_q50_copied() - copies == k.want);
                     const uint64_t read = device::testing::cuda_q50g_reads() - reads;
                     if (std::string(int8) == "true") CHECK(read > 0);
                     else CHECK(read == 0);
                     for (const WholeModelComparison& c : cmp) {
                         CAPTURE(c.what);
-                        MESSAGE(preset, " q5_0 grouped copies, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+                        MESSAGE(k.preset, " ", k.mix, " q5_0 grouped copies, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
                         CHECK(c.err < kCudaBound);
                     }
                 }

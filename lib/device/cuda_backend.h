@@ -252,7 +252,9 @@ bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // quant::Type::Q8_0_GROUPED_DEVICE: the bytes are q8_0's, regrouped on the device (cuda::q80_group) before
 // the mat-vec reads them so (both hooks; not with `reference`, whose kernel reads the file's layout only);
 // quant::Type::Q6_K_PADDED_DEVICE (cuda_matvec_int8 with ncols = 1 only): the bytes are q6_K's, copied on
-// the device into the padded layout (cuda::q6k_pad) that the mat-vec then reads.
+// the device into the padded layout (cuda::q6k_pad) that the mat-vec then reads;
+// quant::Type::Q5_0_GROUPED_DEVICE (the same): q5_0's, copied grouped (cuda::q50_group_copy). (q8_0 given
+// as Q8_0_GROUPED_DEVICE on rows that are not whole 256-column groups is copied grouped too.)
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x

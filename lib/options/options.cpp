@@ -42,7 +42,7 @@ constexpr Def kTable[] = {
      "launches every kernel each step (the same tokens, more CPU time per token)."},
     {Id::matvec_int8, "matvec_int8", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_RUNTIME, "true", 0, 0, "",
      "Mat-vecs of q4_0, q8_0, q4_K and q6_K weights (a decode step, and chunks of 2 to 8 tokens in one read of "
-     "each weight) take their input as two int8 digits per value (about 15 bits) on integer tensor cores (CUDA; "
+     "each weight; q5_K and q5_0 for one token) take their input as two int8 digits per value (about 15 bits) on integer tensor cores (CUDA; "
      "read when a context is created); false keeps the f32 input for one token and the GEMMs for several."},
     {Id::gemm_tune, "gemm_tune", MINFER_OPTION_BOOL, MINFER_OPTION_SCOPE_LOAD, "false", 0, 0, "",
      "cuBLAS prefill GEMMs with an f32 output (CUDA; the concatenated gate/up GEMM of more than 64 tokens writes "

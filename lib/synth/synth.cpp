@@ -20,13 +20,18 @@ namespace minfer::synth {
 namespace {
 
 // Shapes of the published models (hidden size, feed-forward size, layers, heads, kv heads, head dim,
-// vocabulary, tied output), plus tiny ones whose rows are whole K-quant super-blocks.
+// vocabulary, tied output), plus tiny ones whose rows are whole K-quant super-blocks but for
+// qwen2-tiny-narrow's.
 constexpr Preset kPresets[] = {
     {"qwen2-tiny", "qwen2", 512, 2048, 256, 2, 4, 2, 64, 512, false, 1000000.0, 1e-6},
     {"qwen2-tiny-tied", "qwen2", 512, 2048, 256, 2, 4, 2, 64, 512, true, 1000000.0, 1e-6},
     {"qwen3-tiny", "qwen3", 512, 2048, 256, 2, 4, 2, 128, 512, true, 1000000.0, 1e-6},
     // eight layers: the q4_K_M mix then has q6_K attn_v and ffn_down in four of them (more_bits below)
     {"qwen2-tiny-deep", "qwen2", 512, 2048, 256, 8, 4, 2, 64, 512, false, 1000000.0, 1e-6},
+    // qwen2-0.5b's kind of rows in small: 384 columns are one and a half super-blocks, so the K-quant mixes
+    // fall back (fit_row below: q4_K_M's q/k/o/gate/up and most v in q5_0, the more-bits v and the tied
+    // table in q8_0), and grouped copies of such rows end in a padded group
+    {"qwen2-tiny-narrow", "qwen2", 512, 2048, 384, 8, 6, 2, 64, 512, true, 1000000.0, 1e-6},
     {"qwen2-0.5b", "qwen2", 151936, 32768, 896, 24, 14, 2, 64, 4864, true, 1000000.0, 1e-6},
     {"qwen2-1.5b", "qwen2", 151936, 32768, 1536, 28, 12, 2, 128, 8960, true, 1000000.0, 1e-6},
     {"qwen2-7b", "qwen2", 152064, 32768, 3584, 28, 28, 4, 128, 18944, false, 1000000.0, 1e-6},
