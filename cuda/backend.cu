@@ -209,13 +209,13 @@ void group_q80(CudaModel& m, const std::vector<engine::Weight>& weights, const g
                  m.q80_grouped.size(), mib(bytes).c_str());
 }
 
-// Copies of matmul weights for the one-token mat-vec, all in one allocation (`arena`), made only where
-// kW16Reserve stays free after it (else none, logged): one of each distinct weight of `weights` for which
-// bytes_of gives its size (0: none), written by make(tensor, weight's key, copy, stream); `copies` names
-// them by weight from then on. `what` names them in the log; returns how many were made.
+// Copies of matmul weights for the one-token mat-vec, all in one allocation (copies.arena), made only
+// where kW16Reserve stays free after it (else none, logged): one of each distinct weight of `weights` for
+// which bytes_of gives its size (0: none), written by make(tensor, weight's key, copy, stream); `copies`
+// names them by weight from then on. `what` names them in the log; returns how many were made.
 template <class BytesOf, class Make>
-size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, DeviceMemory& arena,
-                       std::unordered_map<WeightKey, const void*>& copies, const char* what, int log_level, BytesOf bytes_of, Make make) {
+size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, CudaModel::MatvecCopies& copies,
+                       const char* what, int log_level, BytesOf bytes_of, Make make) {
     std::vector<std::pair<const gguf::TensorInfo*, uint64_t>> todo;  // each weight and its copy's offset
     std::unordered_set<const gguf::TensorInfo*> seen;
     uint64_t bytes = 0;
@@ -234,25 +234,25 @@ size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>&
                  mib(bytes).c_str(), mib(free_b).c_str(), mib(kW16Reserve).c_str());
         return 0;
     }
-    arena = DeviceMemory(bytes, nullptr, what);
+    copies.arena = DeviceMemory(bytes, nullptr, what);
     cuda::Stream stream;
     for (const auto& [t, at] : todo) {
         const WeightKey key = m.device_of(engine::Weight::of(t));
-        uint8_t* dst = arena.as<uint8_t>() + at;
+        uint8_t* dst = copies.arena.as<uint8_t>() + at;
         make(*t, key, dst, stream.get());
-        copies.emplace(key, dst);
+        copies.by_weight.emplace(key, dst);
     }
     stream.sync(what);
-    log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu matrices in %s for the mat-vecs: %s", copies.size(), what, mib(bytes).c_str());
-    return copies.size();
+    log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu matrices in %s for the mat-vecs: %s", copies.by_weight.size(), what, mib(bytes).c_str());
+    return copies.by_weight.size();
 }
 
 // MINFER_Q6K_PAD (cuda/model.cuh): a padded copy (cuda::q6k_pad) of each distinct q6_K matmul weight of
-// `weights`; CudaModel::q6k_copy names them from then on.
+// `weights`; CudaModel::q6k names them from then on.
 void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
     if (!cuda::matvec_int8_supported(cuda::mv::kQ6_KP, 1)) return;  // no reader (a build without the dp4a kernel)
     const size_t n = copy_for_matvec(
-        m, weights, m.q6k_arena, m.q6k_padded, "padded q6_K copies (MINFER_Q6K_PAD)", log_level,
+        m, weights, m.q6k, "padded q6_K copies (MINFER_Q6K_PAD)", log_level,
         [](const gguf::TensorInfo& t) -> uint64_t {
             const engine::Weight w = engine::Weight::of(&t);
             if (static_cast<quant::Type>(t.type) != quant::Type::Q6_K || w.cols % 256 != 0) return 0;
@@ -266,10 +266,10 @@ void pad_q6k(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, 
 }
 
 // MINFER_Q80_COPY (cuda/model.cuh): a grouped copy (cuda::q80_group_copy) of each distinct q8_0 matmul
-// weight of `weights` that the load did not regroup in place; CudaModel::q80_copy names them from then on.
+// weight of `weights` that the load did not regroup in place; CudaModel::q80 names them from then on.
 void copy_q80(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
     const size_t n = copy_for_matvec(
-        m, weights, m.q80_arena, m.q80_copies, "grouped q8_0 copies (MINFER_Q80_COPY)", log_level,
+        m, weights, m.q80, "grouped q8_0 copies (MINFER_Q80_COPY)", log_level,
         [&m](const gguf::TensorInfo& t) -> uint64_t {
             const engine::Weight w = engine::Weight::of(&t);
             if (static_cast<quant::Type>(t.type) != quant::Type::Q8_0 || m.q80_grouped.count(m.device_of(w))) return 0;
@@ -284,12 +284,12 @@ void copy_q80(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights,
 }
 
 // MINFER_Q50_COPY (cuda/model.cuh): a grouped copy (cuda::q50_group_copy) of each distinct q5_0 matmul
-// weight of `weights`, where this build's one-input int8 mat-vec reads it; CudaModel::q50_copy names them
-// from then on.
+// weight of `weights`, where this build's one-input int8 mat-vec reads it; CudaModel::q50 names them from
+// then on.
 void copy_q50(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
     if (!cuda::matvec_int8_supported(cuda::mv::kQ5_0G, 1)) return;  // no reader
     const size_t n = copy_for_matvec(
-        m, weights, m.q50_arena, m.q50_copies, "grouped q5_0 copies (MINFER_Q50_COPY)", log_level,
+        m, weights, m.q50, "grouped q5_0 copies (MINFER_Q50_COPY)", log_level,
         [](const gguf::TensorInfo& t) -> uint64_t {
             const engine::Weight w = engine::Weight::of(&t);
             if (static_cast<quant::Type>(t.type) != quant::Type::Q5_0) return 0;
@@ -424,7 +424,7 @@ double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
-    v.weights = m.registry.device_bytes() + m.q6k_arena.bytes() + m.q80_arena.bytes() + m.q50_arena.bytes();
+    v.weights = m.registry.device_bytes() + m.q6k.arena.bytes() + m.q80.arena.bytes() + m.q50.arena.bytes();
     v.w16_cache = m.w16_bytes.load();
     v.kv_cache = m.kv_bytes.load();
     v.scratch = m.scratch_bytes.load();

@@ -169,8 +169,8 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
-    // What the one-input int8 mat-vec reads instead (CudaModel::q6k_copy: a padded q6_K copy; q80_copy and
-    // q50_copy: grouped q8_0 and q5_0 ones), or null.
+    // What the one-input int8 mat-vec reads instead (CudaModel::MatvecCopies: a padded q6_K copy, or a
+    // grouped q8_0 or q5_0 one), or null.
     quant::Type type1 = quant::Type::F32;
     const void* w1 = nullptr;
 
@@ -285,14 +285,11 @@ public:
         auto mat = [&](const gguf::TensorInfo* t) {
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
-            // The one-token mat-vec's copy, if the load made one: padded q6_K, grouped q8_0 (MINFER_Q80_COPY)
-            // or grouped q5_0 (MINFER_Q50_COPY).
-            const std::pair<const void*, quant::Type> copies[] = {{m_->q6k_copy(key), cuda::mv::kQ6_KP},
-                                                                  {m_->q80_copy(key), cuda::mv::kQ8_0G},
-                                                                  {m_->q50_copy(key), cuda::mv::kQ5_0G}};
+            // The one-token mat-vec's copy, if the load made one (a weight is in one set at most): padded
+            // q6_K, grouped q8_0 (MINFER_Q80_COPY) or grouped q5_0 (MINFER_Q50_COPY).
             Mat out{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
-            for (const auto& [copy, type] : copies)
-                if (copy && !out.w1) out.w1 = copy, out.type1 = type;
+            for (const CudaModel::MatvecCopies* set : {&m_->q6k, &m_->q80, &m_->q50})
+                if (const void* copy = set->of(key)) out.w1 = copy, out.type1 = set->type;
             return out;
         };
         const bool no_qk_bias = (c.planted & engine::testing::kPlantNoQkBias) != 0;
@@ -324,9 +321,9 @@ public:
             if (e) cudaEventDestroy(e);
         for (cudaEvent_t e : step_ev_)
             if (e) cudaEventDestroy(e);
-        for (cudaGraphExec_t g : graph_)
-            if (g) cudaGraphExecDestroy(g);
-        for (BatchGraph& g : batch_graphs_)
+        for (StepGraph& g : step_graphs_)
+            if (g.exec) cudaGraphExecDestroy(g.exec);
+        for (StepGraph& g : batch_graphs_)
             if (g.exec) cudaGraphExecDestroy(g.exec);
     }
 
@@ -483,12 +480,13 @@ private:
         io[1] = pos;
         io[2] = 0;  // slot
         io[3] = 0;  // output row
-        const bool eager = !graphs_ || !warmed_[one_chunk_];  // each form's first step eagerly
-        warmed_[one_chunk_] = true;
-        if (!eager && !graph_[one_chunk_]) capture();
+        StepGraph& g = step_graphs_[one_chunk_];  // the attention's form for this step
+        const bool eager = !graphs_ || !g.warmed;  // each form's first step eagerly
+        g.warmed = true;
+        if (!eager && !g.exec) g.exec = capture_graph([&] { enqueue_step(); });
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
-        else check(cudaGraphLaunch(graph_[one_chunk_], s()), "decode step (graph launch)");
+        else check(cudaGraphLaunch(g.exec, s()), "decode step (graph launch)");
         const bool ended = timed && step_record(1);
         stream_.sync("decode step");
         n_out_ = 1;
@@ -554,9 +552,6 @@ private:
               "argmax read back");
     }
 
-    // The step's graph in the attention's form for this step (one_chunk_), captured on its first use.
-    void capture() { graph_[one_chunk_] = capture_graph([&] { enqueue_step(); }); }
-
     template <class F>
     cudaGraphExec_t capture_graph(F&& enqueue) {
         cudaGraph_t g = nullptr;
@@ -586,7 +581,7 @@ private:
         auto enqueue = [&] { run_chunk(m, d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, 0); };
         const size_t at = 2 * static_cast<size_t>(m) + one_chunk_;  // a graph per m and attention form
         if (batch_graphs_.size() <= at) batch_graphs_.resize(at + 1);
-        BatchGraph& g = batch_graphs_[at];
+        StepGraph& g = batch_graphs_[at];
         if (!g.warmed) {
             enqueue();
             g.warmed = true;
@@ -949,13 +944,13 @@ private:
     std::vector<RunDev> runs_;
     // The forward call's decode rows all attend in one chunk (MINFER_ATTN_ONE_CHUNK); set by forward().
     bool one_chunk_ = false;
-    cudaGraphExec_t graph_[2] = {nullptr, nullptr};  // the one-slot decode step, by one_chunk_
-    bool warmed_[2] = {false, false};                // ... whose form has run eagerly once
-    struct BatchGraph {
+    // A decode step's graph, captured on its second use (the first runs eagerly).
+    struct StepGraph {
         bool warmed = false;  // ran eagerly once
         cudaGraphExec_t exec = nullptr;
     };
-    std::vector<BatchGraph> batch_graphs_;  // by decode token count m and one_chunk_: 2 m + one_chunk_
+    StepGraph step_graphs_[2];              // the one-slot decode step, by one_chunk_
+    std::vector<StepGraph> batch_graphs_;  // by decode token count m and one_chunk_: 2 m + one_chunk_
     bool batch_graphs_ok_ = true;
     size_t n_out_ = 0;
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none

@@ -211,30 +211,20 @@ public:
         return q80_grouped.count(key) ? cuda::mv::kQ8_0G : file_type;
     }
 
-    // The padded q6_K copies (MINFER_Q6K_PAD above) by the weight they copy, in one allocation.
-    cuda::DeviceMemory q6k_arena;
-    std::unordered_map<WeightKey, const void*> q6k_padded;
-    // The padded copy (cuda::mv::kQ6_KP) the one-input int8 mat-vec reads for a q6_K weight, or null
-    // where the weight has none.
-    const void* q6k_copy(WeightKey key) const {
-        auto it = q6k_padded.find(key);
-        return it == q6k_padded.end() ? nullptr : it->second;
-    }
-    // The grouped q8_0 copies (MINFER_Q80_COPY above) by the weight they copy, in one allocation, and the
-    // copy the one-input int8 mat-vec reads (as cuda::mv::kQ8_0G) for a q8_0 weight, or null.
-    cuda::DeviceMemory q80_arena;
-    std::unordered_map<WeightKey, const void*> q80_copies;
-    const void* q80_copy(WeightKey key) const {
-        auto it = q80_copies.find(key);
-        return it == q80_copies.end() ? nullptr : it->second;
-    }
-    // The grouped q5_0 copies (MINFER_Q50_COPY above), likewise (read as cuda::mv::kQ5_0G).
-    cuda::DeviceMemory q50_arena;
-    std::unordered_map<WeightKey, const void*> q50_copies;
-    const void* q50_copy(WeightKey key) const {
-        auto it = q50_copies.find(key);
-        return it == q50_copies.end() ? nullptr : it->second;
-    }
+    // Copies of matmul weights that the one-input int8 mat-vec reads in a layout of its own (`type`), in
+    // one allocation, by the weight they copy (cuda/backend.cu, copy_for_matvec).
+    struct MatvecCopies {
+        quant::Type type;
+        cuda::DeviceMemory arena;
+        std::unordered_map<WeightKey, const void*> by_weight;
+        const void* of(WeightKey key) const {  // the weight's copy, or null where it has none
+            auto it = by_weight.find(key);
+            return it == by_weight.end() ? nullptr : it->second;
+        }
+    };
+    MatvecCopies q6k{cuda::mv::kQ6_KP, {}, {}};  // padded q6_K (MINFER_Q6K_PAD above)
+    MatvecCopies q80{cuda::mv::kQ8_0G, {}, {}};  // grouped q8_0 not regrouped in place (MINFER_Q80_COPY)
+    MatvecCopies q50{cuda::mv::kQ5_0G, {}, {}};  // grouped q5_0 (MINFER_Q50_COPY)
 
     WeightKey device_of(const engine::Weight& w) const {
         auto it = by_tensor.find(w.info);

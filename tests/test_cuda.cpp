@@ -1091,6 +1091,37 @@ void batch_against_cpu(const char* mix) {
     minfer_close(gpu);
 }
 
+// The load's copies for the one-token mat-vec (padded q6_K, grouped q8_0 and q5_0) on one model file: the
+// whole-model comparison against float64 with matvec_int8 = int8 (every comparison within kCudaBound,
+// logged under `what`), and how many copies the load made and how many launches read one, by the test
+// hooks `copied` and `reads`.
+struct CopyRun {
+    uint64_t copied, read;
+};
+CopyRun copies_against_reference(const std::string& path, const char* int8, const std::string& what, uint64_t (*copied)(),
+                                 uint64_t (*reads)()) {
+    OptionScope opt;
+    opt.set("matvec_int8", int8);
+    const uint64_t c0 = copied(), r0 = reads();
+    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
+    const CopyRun run{copied() - c0, reads() - r0};
+    for (const WholeModelComparison& c : cmp) {
+        CAPTURE(c.what);
+        MESSAGE(what, ", matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
+        CHECK(c.err < kCudaBound);
+    }
+    return run;
+}
+// With the copies' knob off (the caller's scope): qwen2-tiny in `mix` gets no copy and no launch reads
+// one, and its comparisons against float64 still hold.
+void no_copies_when_off(const char* mix, uint64_t (*copied)(), uint64_t (*reads)()) {
+    const uint64_t c0 = copied(), r0 = reads();
+    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", mix), 2);
+    CHECK(copied() == c0);
+    CHECK(reads() == r0);
+    for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+}
+
 }  // namespace
 
 TEST_SUITE("cuda") {
@@ -1504,20 +1535,13 @@ TEST_SUITE("cuda") {
                     CAPTURE(k.w16);
                     CAPTURE(int8);
                     OptionScope opt;
-                    opt.set("matvec_int8", int8);
                     opt.set("w16_cache", k.w16);
-                    const std::string path = synth_model(k.preset, "q8_0");
-                    const uint64_t copies = device::testing::cuda_q80_copied(), reads = device::testing::cuda_q80g_reads();
-                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
-                    CHECK(device::testing::cuda_q80_copied() - copies == k.want);
-                    const uint64_t read = device::testing::cuda_q80g_reads() - reads;
-                    if (std::string(int8) == "true") CHECK(read > 0);
-                    else CHECK(read == 0);
-                    for (const WholeModelComparison& c : cmp) {
-                        CAPTURE(c.what);
-                        MESSAGE(k.preset, " q8_0 grouped copies, w16_cache=", k.w16, ", matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
-                        CHECK(c.err < kCudaBound);
-                    }
+                    const CopyRun run = copies_against_reference(synth_model(k.preset, "q8_0"), int8,
+                                                                 std::string(k.preset) + " q8_0 grouped copies, w16_cache=" + k.w16,
+                                                                 device::testing::cuda_q80_copied, device::testing::cuda_q80g_reads);
+                    CHECK(run.copied == k.want);
+                    if (std::string(int8) == "true") CHECK(run.read > 0);
+                    else CHECK(run.read == 0);
                 }
             // With the f16 cache the layer weights are regrouped in place and their launches count too: the
             // tied table's copy must add launches of its own (the output projection of each single token).
@@ -1540,11 +1564,8 @@ TEST_SUITE("cuda") {
             CHECK(device::testing::cuda_q80_copied() - before == 15);
         }
         const Q80Copy off(0);
-        const uint64_t copies = device::testing::cuda_q80_copied(), reads = device::testing::cuda_q80g_reads();
-        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q8_0"), 2);
-        CHECK(device::testing::cuda_q80_copied() == copies);
-        CHECK(device::testing::cuda_q80g_reads() == reads);  // the default path regroups nothing in place
-        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+        // (no read either: the default path regroups nothing in place)
+        no_copies_when_off("q8_0", device::testing::cuda_q80_copied, device::testing::cuda_q80g_reads);
     }
 
     // MINFER_Q50_COPY (cuda/model.cuh), on by its run-time knob: a grouped copy of every distinct q5_0 matmul
@@ -1578,31 +1599,19 @@ TEST_SUITE("cuda") {
                     CAPTURE(k.preset);
                     CAPTURE(k.mix);
                     CAPTURE(int8);
-                    OptionScope opt;
-                    opt.set("matvec_int8", int8);
-                    const std::string path = synth_model(k.preset, k.mix);
-                    const uint64_t copies = device::testing::cuda_q50_copied(), reads = device::testing::cuda_q50g_reads();
-                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
-                    CHECK(device::testing::cuda_q50_copied() - copies == k.want);
-                    const uint64_t read = device::testing::cuda_q50g_reads() - reads;
-                    if (std::string(int8) == "true") CHECK(read > 0);
-                    else CHECK(read == 0);
-                    for (const WholeModelComparison& c : cmp) {
-                        CAPTURE(c.what);
-                        MESSAGE(k.preset, " ", k.mix, " q5_0 grouped copies, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
-                        CHECK(c.err < kCudaBound);
-                    }
+                    const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
+                                                                 std::string(k.preset) + " " + k.mix + " q5_0 grouped copies",
+                                                                 device::testing::cuda_q50_copied, device::testing::cuda_q50g_reads);
+                    CHECK(run.copied == k.want);
+                    if (std::string(int8) == "true") CHECK(run.read > 0);
+                    else CHECK(run.read == 0);
                 }
             const uint64_t before = device::testing::cuda_q50_copied();
             batch_against_cpu("q5_0");
             CHECK(device::testing::cuda_q50_copied() - before == 15);
         }
         const Q50Copy off(0);
-        const uint64_t copies = device::testing::cuda_q50_copied(), reads = device::testing::cuda_q50g_reads();
-        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q5_0"), 2);
-        CHECK(device::testing::cuda_q50_copied() == copies);
-        CHECK(device::testing::cuda_q50g_reads() == reads);
-        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+        no_copies_when_off("q5_0", device::testing::cuda_q50_copied, device::testing::cuda_q50g_reads);
     }
 
     TEST_CASE("q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): against float64, batches, none when off") {
@@ -1621,36 +1630,25 @@ TEST_SUITE("cuda") {
                     CAPTURE(k.preset);
                     CAPTURE(k.mix);
                     CAPTURE(int8);
-                    OptionScope opt;
-                    opt.set("matvec_int8", int8);
-                    const std::string path = synth_model(k.preset, k.mix);
-                    const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads(),
-                                   pairs = device::testing::cuda_matvec_pair_launches();
-                    const std::vector<WholeModelComparison> cmp = cuda_vs_reference(path, 16);
-                    CHECK(device::testing::cuda_q6k_padded() - copies == k.want);
-                    const uint64_t read = device::testing::cuda_q6k_pad_reads() - reads, paired = device::testing::cuda_matvec_pair_launches() - pairs;
-                    if (std::string(int8) == "true") CHECK(read >= k.want);
-                    else CHECK(read == 0);
+                    const uint64_t pairs = device::testing::cuda_matvec_pair_launches();
+                    const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
+                                                                 std::string(k.preset) + " " + k.mix + " padded q6_K",
+                                                                 device::testing::cuda_q6k_padded, device::testing::cuda_q6k_pad_reads);
+                    const uint64_t paired = device::testing::cuda_matvec_pair_launches() - pairs;
+                    CHECK(run.copied == k.want);
+                    if (std::string(int8) == "true") CHECK(run.read >= k.want);
+                    else CHECK(run.read == 0);
                     // 4 layers' q/k/v in each one-token forward pass when the build pairs the types (a count, not
                     // an exact number: the CUDA graph's replays launch without the host's launcher)
                     const bool deep = std::string(k.preset) == "qwen2-tiny-deep";
                     CHECK((paired > 0) == (deep && std::string(int8) == "true" && device::testing::cuda_matvec_pair_knob()));
-                    for (const WholeModelComparison& c : cmp) {
-                        CAPTURE(c.what);
-                        MESSAGE(k.preset, " ", k.mix, " padded q6_K, matvec_int8=", int8, ", ", c.what, ": rel L2 ", c.err);
-                        CHECK(c.err < kCudaBound);
-                    }
                 }
             const uint64_t before = device::testing::cuda_q6k_padded();
             batch_against_cpu("q6_K");
             CHECK(device::testing::cuda_q6k_padded() - before == 15);
         }
         const Q6kPad off(0);
-        const uint64_t copies = device::testing::cuda_q6k_padded(), reads = device::testing::cuda_q6k_pad_reads();
-        const std::vector<WholeModelComparison> cmp = cuda_vs_reference(synth_model("qwen2-tiny", "q6_K"), 2);
-        CHECK(device::testing::cuda_q6k_padded() == copies);
-        CHECK(device::testing::cuda_q6k_pad_reads() == reads);
-        for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
+        no_copies_when_off("q6_K", device::testing::cuda_q6k_padded, device::testing::cuda_q6k_pad_reads);
     }
 
     // The mutation check on the GPU: with each bug planted (engine/testing.h), every comparison past the
