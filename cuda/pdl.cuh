@@ -23,6 +23,31 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
+// The early trigger (A/B knob -DMINFER_EARLY_TRIGGER=N, 0 = off): a kernel that calls pdl_enter<L>() with
+// L <= N calls pdl_launch_dependents before its pdl_wait instead of after it, so its dependent may be
+// scheduled while this kernel's own predecessor still runs (two kernels ahead instead of one) and issue
+// its weight loads under that predecessor's tail. Safe only because every kernel that can follow one of
+// these reads before its own pdl_wait nothing any kernel of the step writes (weights; positions, slots and
+// page tables copied before the step's first kernel; earlier steps' keys), and its pdl_wait waits for
+// this kernel's completion, which follows its predecessor's. Levels: 1 the small kernels between the
+// mat-vecs (RMSNorm, qkv_finish, the input's quantization, the attention combine), 2 also the decode
+// attention, 3 also the one-token mat-vecs. A kernel after which something reads this step's writes
+// before its wait (gather_rows before the pruned last layer's attention, cuda/forward.cu) keeps pdl_wait
+// first.
+#ifndef MINFER_EARLY_TRIGGER
+#define MINFER_EARLY_TRIGGER 0
+#endif
+template <int kLevel>
+__device__ __forceinline__ void pdl_enter() {
+    if constexpr (kLevel <= MINFER_EARLY_TRIGGER) {
+        pdl_launch_dependents();
+        pdl_wait();
+    } else {
+        pdl_wait();
+        pdl_launch_dependents();
+    }
+}
+
 // Launches k<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (see above); the
 // launch's error, as cudaGetLastError would give it.
 template <class... P, class... A>

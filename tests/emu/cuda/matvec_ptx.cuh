@@ -662,6 +662,10 @@ inline void pdl_wait() {
     if (!mv_emu::dependent.empty()) mv_emu::pdl_rendezvous();
 }
 inline void pdl_launch_dependents() {}
+template <int kLevel>
+inline void pdl_enter() {  // cuda/pdl.cuh's: here the trigger is a no-op, so only the wait matters
+    pdl_wait();
+}
 inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
 inline int4 ld_x16(const int4* p) { return __ldg(p); }
 inline int4 ld_xmeta(const int4* p) { return __ldg(p); }
@@ -724,6 +728,7 @@ inline uint32_t ld_w16(const uint16_t* p) {
 
 // What cuda/pdl.cuh gives the kernels outside namespace mv (the narrow GEMM).
 namespace minfer::cuda {
+using mv::pdl_enter;
 using mv::pdl_launch_dependents;
 using mv::pdl_wait;
 }  // namespace minfer::cuda
