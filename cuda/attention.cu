@@ -169,7 +169,7 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
                                                                       __half* __restrict__ out16, uint8_t* __restrict__ xq, int xq_row0,
                                                                       int xq_rows) {
     static_assert(HD % 32 == 0 && HD <= 128, "a lane takes 4 dimensions of one warp's 32 lanes");
-    pdl_enter<1>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyCombine>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     constexpr int stride = fa::part_stride<HD>();
     extern __shared__ __align__(16) float weight[];
     const int row = static_cast<int>(blockIdx.y), h = static_cast<int>(blockIdx.x), n_head = static_cast<int>(gridDim.x);

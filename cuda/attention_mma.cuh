@@ -406,7 +406,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         }
     };
     if (MINFER_ATTN_EARLY) copy_first(last);
-    pdl_enter<2>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyAttention>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     if (!MINFER_ATTN_EARLY) copy_first(-1);
 #pragma unroll
     for (int j = 0; j < kDecSlots; ++j) {

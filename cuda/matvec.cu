@@ -562,7 +562,7 @@ int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
 namespace {
 // Row blockIdx.y of x (and up) of gridDim.y rows into xq (several rows: block-interleaved, xq_slot).
 __global__ void quantize_x_kernel(const float* __restrict__ x, const float* __restrict__ up, int64_t cols, uint8_t* xq) {
-    pdl_enter<1>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyQuantize>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     x += blockIdx.y * cols;
     if (up) up += blockIdx.y * cols;
     const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;  // float4 index

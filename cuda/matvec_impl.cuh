@@ -1198,7 +1198,7 @@ __global__ __launch_bounds__(kN > 1 ? kThreads : 32 * kMaxWarps) __maxnreg__((ma
 #pragma unroll
     for (int p = 0; p < kStages - 1; ++p) issue();
     // Programmatic dependent launch: the weights above never change, x and y come from earlier kernels.
-    pdl_enter<3>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyMatvec>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     int kt = 0, tl = 0, cur_kt = -1, cur_tl = -1, wb = 0, it_slot = 0;  // the item being decoded, its ring slot
     if (i0 < i1) split_item(i0, kt, tl);
     if (!kI8 && i0 < i1) load_x(kt);
@@ -1726,7 +1726,7 @@ __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g
     };
     int c = tid;
     if (c < n) load(c, w);  // weights only: before the wait for the kernel that writes xq
-    pdl_enter<3>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyMatvec>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -2078,7 +2078,7 @@ __global__ __launch_bounds__(kDpThreads, kMinBlocks) void matvec_staged_kernel(c
     };
     int G = warp;
     if (G * S::kGroup < nblk) load(G);  // weights only: before the wait for the kernel that writes xq
-    pdl_enter<3>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyMatvec>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     float acc[R];
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
@@ -2172,7 +2172,7 @@ __global__ __launch_bounds__(128) void matvec_plain_kernel(const Segments seg, c
     // The first chunks are weights only: loaded before the wait for the kernel that writes x (and y), so
     // they are in flight while that kernel drains (-DMINFER_PLAIN_EARLY=0: after it).
     if (MINFER_PLAIN_EARLY && c + 128 < nch) load();
-    pdl_enter<3>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyMatvec>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     for (; c + 128 < nch; c += 256) {
         if (!MINFER_PLAIN_EARLY || c != threadIdx.x) load();
 #pragma unroll

@@ -89,7 +89,7 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
             g[e] = i < n4 ? __ldg(wv + i) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
     }
-    pdl_enter<1>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    pdl_enter<kEarlyNorm>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     __shared__ float partial[32];
     float4* in = reinterpret_cast<float4*>(x + static_cast<int64_t>(blockIdx.x) * dim);
     float4* o = out ? reinterpret_cast<float4*>(out + static_cast<int64_t>(blockIdx.x) * dim) : nullptr;
@@ -151,7 +151,7 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
                                   int pos0, const int32_t* pos_dev, __half* __restrict__ kc, __half* __restrict__ vc, KvMap kv,
                                   RopeTable rope, __half* __restrict__ q16, float q16_scale) {
     if (!kEarly) {
-        pdl_enter<1>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+        pdl_enter<kEarlyFinish>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     }
     const int unit = static_cast<int>(blockIdx.x) * (blockDim.x / 32) + static_cast<int>(threadIdx.x / 32);
     const int per_token = n_head + 2 * n_head_kv;
@@ -195,7 +195,7 @@ __global__ void qkv_finish_kernel(const float* q_in, const float* __restrict__ k
             if (kind != 2) rotation(j, rc[p], rs[p]);
         }
         if (kind != 0) row = cache_row();
-        pdl_enter<1>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+        pdl_enter<kEarlyFinish>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     }
     float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f};
 #pragma unroll

@@ -10,6 +10,8 @@
 
 #include <utility>
 
+#include "cuda/early_trigger.h"  // MINFER_EARLY_TRIGGER and its bits
+
 namespace minfer::cuda {
 
 __device__ __forceinline__ void pdl_wait() {
@@ -23,23 +25,18 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// The early trigger (A/B knob -DMINFER_EARLY_TRIGGER=N, 0 = off): a kernel that calls pdl_enter<L>() with
-// L <= N calls pdl_launch_dependents before its pdl_wait instead of after it, so its dependent may be
-// scheduled while this kernel's own predecessor still runs (two kernels ahead instead of one) and issue
-// its weight loads under that predecessor's tail. Safe only because every kernel that can follow one of
-// these reads before its own pdl_wait nothing any kernel of the step writes (weights; positions, slots and
-// page tables copied before the step's first kernel; earlier steps' keys), and its pdl_wait waits for
-// this kernel's completion, which follows its predecessor's. Levels: 1 the small kernels between the
-// mat-vecs (RMSNorm, qkv_finish, the input's quantization, the attention combine), 2 also the decode
-// attention, 3 also the one-token mat-vecs. A kernel after which something reads this step's writes
-// before its wait (gather_rows before the pruned last layer's attention, cuda/forward.cu) keeps pdl_wait
-// first.
-#ifndef MINFER_EARLY_TRIGGER
-#define MINFER_EARLY_TRIGGER 0
-#endif
-template <int kLevel>
+// The early trigger (A/B knob -DMINFER_EARLY_TRIGGER=MASK, 0 = off): a kernel that calls pdl_enter<B>()
+// with bit B set in the mask calls pdl_launch_dependents before its pdl_wait instead of after it, so its
+// dependent may be scheduled while this kernel's own predecessor still runs (two kernels ahead instead of
+// one) and issue its weight loads under that predecessor's tail. Safe only because every kernel that can
+// follow one of these reads before its own pdl_wait nothing any kernel of the step writes (weights;
+// positions, slots and page tables copied before the step's first kernel; earlier steps' keys), and its
+// pdl_wait waits for this kernel's completion, which follows its predecessor's. A kernel after which
+// something reads this step's writes before its wait (gather_rows before the pruned last layer's
+// attention, cuda/forward.cu) keeps pdl_wait first.
+template <int kBit>
 __device__ __forceinline__ void pdl_enter() {
-    if constexpr (kLevel <= MINFER_EARLY_TRIGGER) {
+    if constexpr ((MINFER_EARLY_TRIGGER & kBit) != 0) {
         pdl_launch_dependents();
         pdl_wait();
     } else {

@@ -40,6 +40,7 @@
 #include <functional>
 #include <vector>
 
+#include "cuda/early_trigger.h"  // pdl_enter's bits (cuda/pdl.cuh)
 #include "quant/f16.h"
 
 #if defined(__has_feature)
@@ -662,7 +663,7 @@ inline void pdl_wait() {
     if (!mv_emu::dependent.empty()) mv_emu::pdl_rendezvous();
 }
 inline void pdl_launch_dependents() {}
-template <int kLevel>
+template <int kBit>
 inline void pdl_enter() {  // cuda/pdl.cuh's: here the trigger is a no-op, so only the wait matters
     pdl_wait();
 }
