@@ -776,7 +776,8 @@ private:
                 // the attention norm took it); then the rest of the layer is a step of those rows. The order
                 // matters: the decode kernel copies the keys before a row's own before its pdl_wait, as an
                 // earlier step's; here qkv_finish wrote them, and the gather between them (which waits for
-                // qkv_finish before it lets the attention start) keeps those copies after the writes. Do not
+                // qkv_finish before it lets the attention start: it keeps pdl_wait before its trigger, cuda/pdl.cuh)
+                // keeps those copies after the writes. Do not
                 // launch the attention right after qkv_finish.
                 cuda::gather_rows(q, rows_dev, m, static_cast<int>(q_dim_), att, s());
                 const int group = std::min(max_tokens_, shape_.n_seq);  // the rows partial_ holds

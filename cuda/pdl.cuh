@@ -25,11 +25,12 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// The early trigger (A/B knob -DMINFER_EARLY_TRIGGER=MASK, 0 = off): a kernel that calls pdl_enter<B>()
-// with bit B set in the mask calls pdl_launch_dependents before its pdl_wait instead of after it, so its
-// dependent may be scheduled while this kernel's own predecessor still runs (two kernels ahead instead of
-// one) and issue its weight loads under that predecessor's tail. Safe only because every kernel that can
-// follow one of these reads before its own pdl_wait nothing any kernel of the step writes (weights;
+// The early trigger (-DMINFER_EARLY_TRIGGER=MASK; cuda/early_trigger.h has the bits and the default): a
+// kernel that calls pdl_enter<B>() with bit B set in the mask calls pdl_launch_dependents before its
+// pdl_wait instead of after it, so its dependent may be scheduled while this kernel's own predecessor
+// still runs (two kernels ahead instead of one) and do its work before the wait (weight loads, the
+// decode attention's copies of earlier keys) under that predecessor. Safe only because every kernel that
+// can follow one of these reads before its own pdl_wait nothing any kernel of the step writes (weights;
 // positions, slots and page tables copied before the step's first kernel; earlier steps' keys), and its
 // pdl_wait waits for this kernel's completion, which follows its predecessor's. A kernel after which
 // something reads this step's writes before its wait (gather_rows before the pruned last layer's
