@@ -46,6 +46,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "cuda/batch_runs.h"
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/model.cuh"
@@ -377,15 +378,11 @@ public:
                     check(cudaMemcpyAsync(batch_.as<void>(), h, (3 * m + (prune ? 3 : 1) * nr) * sizeof(int32_t), cudaMemcpyHostToDevice,
                                           s()),
                           "batch upload");
-                    runs_.clear();
-                    for (size_t i = c0; i < c1;) {
-                        size_t j = i + 1;
-                        while (j < c1 && b.seq[j] == b.seq[i] && b.pos[j] == b.pos[j - 1] + 1) ++j;
-                        runs_.push_back(RunDev{static_cast<int>(i - c0), static_cast<int>(j - i), b.pos[i], b.seq[i]});
-                        i = j;
-                    }
+                    cuda::batch_runs(b.pos, b.seq, c0, c1, runs_);
                     const int32_t* d = batch_.as<int32_t>();
-                    const bool decode_only = m == n && runs_.size() == m && rows_.size() == m;
+                    // The batch graphs run every row in one decode attention launch: a slot with two rows
+                    // takes run_chunk, which gives its second row a launch of its own (decode_group_end).
+                    const bool decode_only = m == n && runs_.size() == m && rows_.size() == m && !cuda::slot_repeats(runs_);
                     if (graphs_ && decode_only && batch_graphs_ok_) decode_rows_step(static_cast<int>(m));
                     else run_chunk(static_cast<int>(m), d, d + m, d + 2 * m, d + 3 * m, runs_, rows_, out, prune ? d + 3 * m + nr : nullptr);
                     out += rows_.size();
@@ -469,9 +466,7 @@ private:
     }
 
     // A run of one sequence's consecutive positions in a chunk.
-    struct RunDev {
-        int begin, n, pos0, slot;
-    };
+    using RunDev = cuda::BatchRun;  // cuda/batch_runs.h
 
     // One token of slot 0 at position pos: the graph (or the same operations eagerly).
     void decode_step(int32_t token, int32_t pos) {
@@ -815,8 +810,8 @@ private:
                     ++r;
                     continue;
                 }
-                size_t e = r + 1;  // single tokens of different sequences: one decode launch
-                while (e < runs.size() && runs[e].n == 1 && e - r < static_cast<size_t>(shape_.n_seq)) ++e;
+                // Single tokens of different sequences: one decode launch (a slot's second row starts the next).
+                const size_t e = cuda::decode_group_end(runs, r, static_cast<size_t>(shape_.n_seq));
                 cuda::KvMap rows_map = per_token;
                 rows_map.slot = slot_dev + run.begin;
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),

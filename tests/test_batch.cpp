@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/batch_runs.h"  // plain C++: the CUDA forward's cut of a batch
 #include "helpers.h"
 #include "minfer.h"
 
@@ -494,6 +495,66 @@ TEST_SUITE("batch") {
         minfer_batch_free(b);
         minfer_batch_free(nullptr);
         minfer_close(m);
+    }
+}
+
+TEST_SUITE("batch") {
+    // The CUDA forward's cut of a chunk (cuda/batch_runs.h: plain C++, run here without a GPU): a slot whose
+    // rows are apart in the batch (engine::Runner allows it) gets a decode attention launch per row, since
+    // the decode kernel copies a row's earlier keys before its wait, as written by earlier steps.
+    TEST_CASE("the CUDA forward's runs and decode launches: a slot's second row of a step starts a launch") {
+        using minfer::cuda::BatchRun;
+        auto cut = [](std::vector<int32_t> pos, std::vector<int32_t> seq, size_t c0, size_t c1) {
+            std::vector<BatchRun> runs;
+            minfer::cuda::batch_runs(pos, seq, c0, c1, runs);
+            return runs;
+        };
+        auto launches = [](const std::vector<BatchRun>& runs, size_t limit) {
+            std::vector<std::pair<size_t, size_t>> out;  // [r, e) of each decode launch
+            for (size_t r = 0; r < runs.size();) {
+                if (runs[r].n > 1) {
+                    ++r;
+                    continue;
+                }
+                const size_t e = minfer::cuda::decode_group_end(runs, r, limit);
+                out.emplace_back(r, e);
+                r = e;
+            }
+            return out;
+        };
+        using L = std::vector<std::pair<size_t, size_t>>;
+        // Slot 0 at 5, slot 1 at 9, slot 0 at 6: three runs, slot 0 twice; its second row a launch of its own.
+        std::vector<BatchRun> runs = cut({5, 9, 6}, {0, 1, 0}, 0, 3);
+        REQUIRE(runs.size() == 3);
+        CHECK(runs[2].begin == 2);
+        CHECK(runs[2].pos0 == 6);
+        CHECK(runs[2].slot == 0);
+        CHECK(minfer::cuda::slot_repeats(runs));
+        CHECK(launches(runs, 16) == L{{0, 2}, {2, 3}});
+        // Adjacent rows at consecutive positions are one run (a prefill chunk): no repeat, no decode launch.
+        runs = cut({5, 6, 9}, {0, 0, 1}, 0, 3);
+        REQUIRE(runs.size() == 2);
+        CHECK(runs[0].n == 2);
+        CHECK_FALSE(minfer::cuda::slot_repeats(runs));
+        CHECK(launches(runs, 16) == L{{1, 2}});
+        // Distinct slots: one launch up to the limit (the batch's sequences), then the next.
+        runs = cut({3, 4, 5, 6, 7}, {0, 1, 2, 3, 4}, 0, 5);
+        CHECK_FALSE(minfer::cuda::slot_repeats(runs));
+        CHECK(launches(runs, 16) == L{{0, 5}});
+        CHECK(launches(runs, 2) == L{{0, 2}, {2, 4}, {4, 5}});
+        // A prefill chunk ends a launch; a chunk of the batch counts rows from its own start; the same slot
+        // at a position that does not follow is a run of its own.
+        runs = cut({1, 2, 3, 40, 41, 7, 8, 2}, {5, 5, 5, 3, 3, 1, 9, 5}, 2, 8);
+        REQUIRE(runs.size() == 5);
+        CHECK(runs[0].begin == 0);
+        CHECK(runs[0].slot == 5);
+        CHECK(runs[1].n == 2);
+        CHECK(runs[4].begin == 5);
+        CHECK(runs[4].pos0 == 2);
+        CHECK(minfer::cuda::slot_repeats(runs));
+        CHECK(launches(runs, 16) == L{{0, 1}, {2, 5}});
+        runs = cut({4, 4, 5, 5}, {2, 3, 2, 3}, 0, 4);
+        CHECK(launches(runs, 16) == L{{0, 2}, {2, 4}});
     }
 }
 
