@@ -555,6 +555,10 @@ TEST_SUITE("batch") {
         CHECK(launches(runs, 16) == L{{0, 1}, {2, 5}});
         runs = cut({4, 4, 5, 5}, {2, 3, 2, 3}, 0, 4);
         CHECK(launches(runs, 16) == L{{0, 2}, {2, 4}});
+        // Adjacent rows of one slot whose positions do not follow are two runs.
+        runs = cut({5, 7}, {0, 0}, 0, 2);
+        REQUIRE(runs.size() == 2);
+        CHECK(launches(runs, 16) == L{{0, 1}, {1, 2}});
     }
 }
 
