@@ -270,7 +270,7 @@ void decode_smem_once() {
 template <int HD>
 void launch_decode(const float* q, const __half* kc, const __half* vc, float* part, float* out, int L, int rows, int n_head,
                    int n_head_kv, float qscale, cudaStream_t stream, const int32_t* pos_dev, const KvMap& kv, __half* out16,
-                   const DecodeXq& dx, bool one_chunk = false) {
+                   const DecodeXq& dx, bool one_chunk = false, bool early_trigger = true) {
     const int group = n_head / n_head_kv;
     const int max_splits = one_chunk ? 1 : decode_max_splits(n_head_kv, rows);
     const DecodeSplit sp = pos_dev ? DecodeSplit{0, max_splits} : decode_split_for(L, max_splits);
@@ -278,7 +278,8 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     decode_smem_once<HD>();
     const dim3 grid(static_cast<unsigned>(n_head_kv), static_cast<unsigned>(sp.n_split), static_cast<unsigned>(zc * rows));
     check(launch_pdl(fa::attn_decode_mma_kernel<HD>, grid, dim3(fa::kThreads), static_cast<size_t>(fa::dec_smem_bytes<HD>()), stream, q,
-                     kc, vc, part, out, L, group, n_head_kv * HD, qscale, sp.chunk, pos_dev, zc, kv, out16, dx.xq, dx.row0, dx.rows),
+                     kc, vc, part, out, L, group, n_head_kv * HD, qscale, sp.chunk, pos_dev, zc, kv, out16, dx.xq, dx.row0, dx.rows,
+                     early_trigger),
           "attention (decode)");
     if (pos_dev && sp.n_split == 1) g_one_chunk_launches.fetch_add(1, std::memory_order_relaxed);
     if (sp.n_split > 1) {
@@ -354,7 +355,7 @@ void attention(const float* q, const __half* k_cache, const __half* v_cache, flo
 
 void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
                            int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv,
-                           __half* out16, void* xq, int xq_row0, int xq_rows, bool one_chunk) {
+                           __half* out16, void* xq, int xq_row0, int xq_rows, bool one_chunk, bool last_launch) {
     check_attention_args(k_cache, v_cache, n_head, n_head_kv);
     if (rows <= 0) return;
     if (!pos_dev) fail(MINFER_ERR_INTERNAL, "CUDA attention: decode rows need their positions on the device");
@@ -362,8 +363,8 @@ void attention_decode_rows(const float* q, const __half* k_cache, const __half* 
         fail(MINFER_ERR_INTERNAL, "CUDA attention: int8 output rows %d .. %d of %d", xq_row0, xq_row0 + rows - 1, xq_rows);
     const DecodeXq dx{static_cast<uint8_t*>(xq), xq_row0, xq_rows};
     switch (head_dim) {
-        case 64: launch_decode<64>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk); break;
-        case 128: launch_decode<128>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk); break;
+        case 64: launch_decode<64>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk, last_launch); break;
+        case 128: launch_decode<128>(q, k_cache, v_cache, partial, out, 0, rows, n_head, n_head_kv, log2_qscale(head_dim), stream, pos_dev, kv, out16, dx, one_chunk, last_launch); break;
         default: fail(MINFER_ERR_UNSUPPORTED, "CUDA attention: head_dim %d (64 and 128 are supported)", head_dim);
     }
 }

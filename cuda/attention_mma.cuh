@@ -351,7 +351,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
                                                                     float* __restrict__ out, int L, int group, int kv_dim, float qscale,
                                                                     int chunk, const int32_t* __restrict__ pos_dev, int zc, KvMap kv,
                                                                     __half* __restrict__ out16, uint8_t* __restrict__ xq, int xq_row0,
-                                                                    int xq_rows) {
+                                                                    int xq_rows, bool early_trigger) {
     static_assert(HD % 16 == 0, "whole MMA tiles");
     constexpr int S = row_stride<HD>(), CPR = HD / 8, kKSteps = HD / 16, kNTiles = HD / 8;
     constexpr int kSlot = kDecKeys * S * 2;  // bytes of one K or V slot
@@ -406,7 +406,9 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         }
     };
     if (MINFER_ATTN_EARLY) copy_first(last);
-    pdl_enter<kEarlyAttention>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    // Launched as a programmatic dependent (cuda/pdl.cuh); the early trigger only where the launcher allows
+    // it: never before another decode launch of the step whose rows read keys this step writes.
+    pdl_enter<kEarlyAttention>(early_trigger);
     if (!MINFER_ATTN_EARLY) copy_first(-1);
 #pragma unroll
     for (int j = 0; j < kDecSlots; ++j) {

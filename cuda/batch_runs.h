@@ -52,4 +52,11 @@ inline size_t decode_group_end(std::span<const BatchRun> runs, size_t r, size_t 
     return e;
 }
 
+// Whether the decode launch that ends at run e is the step's last: no single-token run from e on. Only
+// the last may let its dependent start before its own wait (the attention's early trigger,
+// cuda/early_trigger.h): a later decode launch must start after qkv_finish has ended.
+inline bool decode_launch_last(std::span<const BatchRun> runs, size_t e) {
+    return std::none_of(runs.begin() + static_cast<std::ptrdiff_t>(e), runs.end(), [](const BatchRun& r) { return r.n == 1; });
+}
+
 }  // namespace minfer::cuda

@@ -19,9 +19,9 @@ enum EarlyTrigger : int {  // the mask's bits
     kEarlyFinish = 2,     // qkv_finish
     kEarlyQuantize = 4,   // the mat-vec input's quantization (quantize_x, the SwiGLU product's among them)
     kEarlyCombine = 8,    // the decode attention's combine
-    // The decode attention. Not safe as the forward stands: where one slot has two rows in a step,
-    // cuda/forward.cu gives the second a launch of its own, which must start after qkv_finish has ended
-    // (cuda/batch_runs.h); with this bit it would start as soon as the first launch had.
+    // The decode attention, in a step's last decode launch only (attention_decode_rows' last_launch): where
+    // one slot has two rows in a step, cuda/forward.cu gives the second a launch of its own, which must
+    // start after qkv_finish has ended (cuda/batch_runs.h), so the launch before it keeps the old order.
     kEarlyAttention = 16,
     kEarlyMatvec = 32,    // the mat-vecs of cuda/matvec_impl.cuh (one input column and several)
 };

@@ -781,7 +781,7 @@ private:
                     rows_map.slot = rows_at + m + r0;
                     cuda::attention_decode_rows(att + r0 * q_dim_, kc, vc, q + r0 * q_dim_, std::min(group, m - r0), rows_at + r0,
                                                 c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map, nullptr, nullptr, 0, 0,
-                                                one_chunk_);
+                                                one_chunk_, r0 + group >= m);
                 }
                 att = q;
                 cuda::gather_rows(x, rows_dev, m, c.n_embd, xb, s());
@@ -816,7 +816,8 @@ private:
                 rows_map.slot = slot_dev + run.begin;
                 cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
                                             pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
-                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n, one_chunk_);
+                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n, one_chunk_,
+                                            cuda::decode_launch_last(runs, e));
                 r = e;
             }
             if (i8(L.wo)) {

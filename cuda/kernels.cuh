@@ -236,9 +236,12 @@ uint64_t attention_decode_launches(uint64_t* combines = nullptr);
 // xq_rows (the next mat-vec's input, without a quantize_x launch). one_chunk: every row's keys in one chunk
 // (no split, no combine launch), for rows the caller knows to be short (cuda/forward.cu,
 // MINFER_ATTN_ONE_CHUNK); the outputs are the same either way to within the merge's rounding.
+// last_launch: no decode launch of this step follows whose rows read keys the step writes (the attention's
+// early trigger, cuda/early_trigger.h, is allowed only then: cuda/batch_runs.h).
 void attention_decode_rows(const float* q, const __half* k_cache, const __half* v_cache, float* out, int rows, const int32_t* pos_dev,
                            int n_head, int n_head_kv, int head_dim, float* partial, cudaStream_t stream, const KvMap& kv,
-                           __half* out16 = nullptr, void* xq = nullptr, int xq_row0 = 0, int xq_rows = 1, bool one_chunk = false);
+                           __half* out16 = nullptr, void* xq = nullptr, int xq_row0 = 0, int xq_rows = 1, bool one_chunk = false,
+                           bool last_launch = true);
 
 // Argmax of each of `rows` rows of n_vocab logits, as keys: keys[r] = (order-preserving bits of the
 // largest logit) << 32 | (0xFFFFFFFF - its lowest index); NaN counts as -INFINITY (cuda/sampling.cu).

@@ -45,6 +45,17 @@ __device__ __forceinline__ void pdl_enter() {
         pdl_launch_dependents();
     }
 }
+// The same where the launch says whether its dependent may go early (allowed: the same for every thread).
+template <int kBit>
+__device__ __forceinline__ void pdl_enter(bool allowed) {
+    if ((MINFER_EARLY_TRIGGER & kBit) != 0 && allowed) {
+        pdl_launch_dependents();
+        pdl_wait();
+    } else {
+        pdl_wait();
+        pdl_launch_dependents();
+    }
+}
 
 // Launches k<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (see above); the
 // launch's error, as cudaGetLastError would give it.

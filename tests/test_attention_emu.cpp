@@ -233,7 +233,7 @@ std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache
         emu_test::launch(grid, fa::kThreads, static_cast<size_t>(fa::dec_smem_bytes<HD>()), cfg, [&] {
             fa::attn_decode_mma_kernel<HD>(q.data(), kc, vc, part.data(), out.data(), cs.on_device ? 0 : L0, group, c.kv_dim, qscale,
                                            cs.on_device ? 0 : host.chunk, cs.on_device ? pos.data() : nullptr, zc, kv, out16.data(),
-                                           xq.data(), 0, rows);
+                                           xq.data(), 0, rows, true);
         }, &order);
     }
     REQUIRE_MESSAGE(std::all_of(xq.end() - 64, xq.end(), [](uint8_t v) { return v == 0xa5; }), "xq written past its end");

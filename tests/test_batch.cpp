@@ -531,6 +531,9 @@ TEST_SUITE("batch") {
         CHECK(runs[2].slot == 0);
         CHECK(minfer::cuda::slot_repeats(runs));
         CHECK(launches(runs, 16) == L{{0, 2}, {2, 3}});
+        // Only the step's last decode launch may let its dependent start before its wait.
+        CHECK_FALSE(minfer::cuda::decode_launch_last(runs, 2));
+        CHECK(minfer::cuda::decode_launch_last(runs, 3));
         // Adjacent rows at consecutive positions are one run (a prefill chunk): no repeat, no decode launch.
         runs = cut({5, 6, 9}, {0, 0, 1}, 0, 3);
         REQUIRE(runs.size() == 2);
@@ -553,6 +556,12 @@ TEST_SUITE("batch") {
         CHECK(runs[4].pos0 == 2);
         CHECK(minfer::cuda::slot_repeats(runs));
         CHECK(launches(runs, 16) == L{{0, 1}, {2, 5}});
+        CHECK_FALSE(minfer::cuda::decode_launch_last(runs, 1));
+        CHECK(minfer::cuda::decode_launch_last(runs, 5));
+        // A prefill chunk after the last decode launch does not count.
+        runs = cut({9, 3, 4}, {1, 0, 0}, 0, 3);
+        CHECK(launches(runs, 16) == L{{0, 1}});
+        CHECK(minfer::cuda::decode_launch_last(runs, 1));
         runs = cut({4, 4, 5, 5}, {2, 3, 2, 3}, 0, 4);
         CHECK(launches(runs, 16) == L{{0, 2}, {2, 4}});
         // Adjacent rows of one slot whose positions do not follow are two runs.

@@ -664,7 +664,7 @@ inline void pdl_wait() {
 }
 inline void pdl_launch_dependents() {}
 template <int kBit>
-inline void pdl_enter() {  // cuda/pdl.cuh's: here the trigger is a no-op, so only the wait matters
+inline void pdl_enter(bool = true) {  // cuda/pdl.cuh's: here the trigger is a no-op, so only the wait matters
     pdl_wait();
 }
 inline uint2 ld_x8(const int8_t* p) { return __ldg(reinterpret_cast<const uint2*>(p)); }
