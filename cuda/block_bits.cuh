@@ -54,13 +54,15 @@ constexpr quant::Type kQ8_0G = quant::Type::Q8_0_GROUPED_DEVICE;
 constexpr int kQ80GroupBytes = 272;
 __host__ __device__ constexpr int q80g_scale_at(int b) { return 2 * b; }
 __host__ __device__ constexpr int q80g_codes_at(int b) { return 16 + 32 * b; }
+// Block b of a group (src: the file's 34 bytes of it) into its places in the grouped group dst.
+__host__ __device__ inline void q80_group_block(const uint8_t* src, uint8_t* dst, int b) {
+    dst[q80g_scale_at(b)] = src[0];
+    dst[q80g_scale_at(b) + 1] = src[1];
+    for (int i = 0; i < 32; ++i) dst[q80g_codes_at(b) + i] = src[2 + i];
+}
 // One group from the file's layout (src, 272 bytes) to the grouped one (dst, another 272 bytes).
 __host__ __device__ inline void q80_regroup(const uint8_t* src, uint8_t* dst) {
-    for (int b = 0; b < 8; ++b) {
-        dst[q80g_scale_at(b)] = src[34 * b];
-        dst[q80g_scale_at(b) + 1] = src[34 * b + 1];
-        for (int i = 0; i < 32; ++i) dst[q80g_codes_at(b) + i] = src[34 * b + 2 + i];
-    }
+    for (int b = 0; b < 8; ++b) q80_group_block(src + 34 * b, dst, b);
 }
 // A grouped row of `cols` columns (a multiple of 32): whole groups, the last one padded with absent blocks
 // (zeros) where cols is not a multiple of 256. The in-place regrouping takes whole rows only; the copies

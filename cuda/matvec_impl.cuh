@@ -1664,33 +1664,26 @@ __device__ __forceinline__ void q80_group_one(uint8_t* w, int64_t g) {
 #pragma unroll
     for (int i = 0; i < kUnits; ++i) p[i] = out[i];
 }
-// Group i of a copy (cuda::q80_group_copy's kernel runs one thread a group): row i / groups, group
-// g = i % groups of `groups` = q80g_row_bytes(cols) / 272; src holds the file's rows (cols / 32 blocks of
-// 34 bytes each, 2-byte aligned), dst the grouped rows, 16-byte aligned. The row's blocks 8g .. 8g + 7
-// that exist go in, the others are zeros.
-__device__ __forceinline__ void q80_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
+// Group i of a grouped copy (cuda::q80_group_copy's and q50_group_copy's kernels run one thread a group):
+// row i / groups, group g = i % groups of the row's (cols + 255) / 256; src holds the file's rows (cols / 32
+// blocks of kBlock bytes, 2-byte aligned), dst the grouped rows of kGroup bytes a group, 16-byte aligned.
+// place(block, group, b) puts the row's block 8 g + b where the layout wants it; absent blocks are zeros.
+template <int kBlock, int kGroup, class Place>
+__device__ __forceinline__ void group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i, Place place) {
     const int64_t groups = (cols + 255) / 256, r = i / groups, g = i % groups, nb = cols / 32;
-    uint8_t in[kQ80GroupBytes] = {};
-    const uint8_t* row = src + r * nb * 34;
-    for (int b = 0; b < 8 && 8 * g + b < nb; ++b)
-        for (int k = 0; k < 34; ++k) in[34 * b + k] = row[(8 * g + b) * 34 + k];
-    uint4 out[kQ80GroupBytes / 16];
-    q80_regroup(in, reinterpret_cast<uint8_t*>(out));
-    uint4* d = reinterpret_cast<uint4*>(dst + r * q80g_row_bytes(cols) + g * kQ80GroupBytes);
-    for (int k = 0; k < kQ80GroupBytes / 16; ++k) d[k] = out[k];
-}
-
-// Group i of a q5_0 copy (cuda::q50_group_copy's kernel runs one thread a group), as q80_group_copy_one:
-// row i / groups, group g = i % groups of q50g_row_bytes(cols) / 176; src holds the file's rows (cols / 32
-// blocks of 22 bytes, 2-byte aligned), dst the grouped rows, 16-byte aligned; absent blocks are zeros.
-__device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
-    const int64_t groups = (cols + 255) / 256, r = i / groups, g = i % groups, nb = cols / 32;
-    uint4 out[kQ50GroupBytes / 16] = {};
+    uint4 out[kGroup / 16] = {};
     uint8_t* o = reinterpret_cast<uint8_t*>(out);
-    const uint8_t* row = src + r * nb * 22;
-    for (int b = 0; b < 8 && 8 * g + b < nb; ++b) q50_group_block(row + (8 * g + b) * 22, o, b);
-    uint4* d = reinterpret_cast<uint4*>(dst + r * q50g_row_bytes(cols) + g * kQ50GroupBytes);
-    for (int k = 0; k < kQ50GroupBytes / 16; ++k) d[k] = out[k];
+    const uint8_t* row = src + r * nb * kBlock;
+    for (int b = 0; b < 8 && 8 * g + b < nb; ++b) place(row + (8 * g + b) * kBlock, o, b);
+    uint4* d = reinterpret_cast<uint4*>(dst + (r * groups + g) * kGroup);
+    for (int k = 0; k < kGroup / 16; ++k) d[k] = out[k];
+}
+// q8_0 (34-byte blocks) into kQ8_0G groups, and q5_0 (22-byte blocks) into kQ5_0G ones.
+__device__ __forceinline__ void q80_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
+    group_copy_one<34, kQ80GroupBytes>(src, dst, cols, i, [](const uint8_t* s, uint8_t* d, int b) { q80_group_block(s, d, b); });
+}
+__device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* dst, int64_t cols, int64_t i) {
+    group_copy_one<22, kQ50GroupBytes>(src, dst, cols, i, [](const uint8_t* s, uint8_t* d, int b) { q50_group_block(s, d, b); });
 }
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);

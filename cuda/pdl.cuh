@@ -35,19 +35,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 // pdl_wait waits for this kernel's completion, which follows its predecessor's. A kernel after which
 // something reads this step's writes before its wait (gather_rows before the pruned last layer's
 // attention, cuda/forward.cu) keeps pdl_wait first.
+// allowed: where the launch says whether its dependent may go early (the same for every thread).
 template <int kBit>
-__device__ __forceinline__ void pdl_enter() {
-    if constexpr ((MINFER_EARLY_TRIGGER & kBit) != 0) {
-        pdl_launch_dependents();
-        pdl_wait();
-    } else {
-        pdl_wait();
-        pdl_launch_dependents();
-    }
-}
-// The same where the launch says whether its dependent may go early (allowed: the same for every thread).
-template <int kBit>
-__device__ __forceinline__ void pdl_enter(bool allowed) {
+__device__ __forceinline__ void pdl_enter(bool allowed = true) {
     if ((MINFER_EARLY_TRIGGER & kBit) != 0 && allowed) {
         pdl_launch_dependents();
         pdl_wait();
