@@ -152,16 +152,28 @@ constexpr int kDecodeMaxHeads = 16;
 
 // Merges the chunks of one query head (block h of row blockIdx.y): out = sum_s acc_s 2^(m_s - M) /
 // sum_s l_s 2^(m_s - M), M the largest m_s (every chunk holds at least one key, so l_s > 0 and m_s is
-// finite). The weights 2^(m_s - M) go to shared memory (combine_weights(n_split) floats of dynamic shared
-// memory, then the warps' sums); warp w sums chunks w, w + 4, ..., lane j dimensions 4j .. 4j + 3 of each
-// (a float4 of the partial: the loads of a warp are independent, so its chunks are read in parallel), and
-// warp 0 adds the four warps' sums and writes the output, its f16 copy and its int8 form (as the decode
-// kernel does for rows of one chunk).
-constexpr int kCombineThreads = 128, kCombineWarps = kCombineThreads / 32;
+// finite); warp 0 writes the output, its f16 copy and its int8 form (as the decode kernel does for rows
+// of one chunk). Two forms (-DMINFER_COMBINE_ONLINE, the A/B knob):
+// 1: 16 warps; warp w takes chunks w, w + 16, ..., kCombineBatch of them at a time with every load of a
+//    batch (each chunk's m, l and lane j's float4 of dimensions 4j .. 4j + 3) issued before any is used,
+//    merged online (a running maximum; the sums so far rescaled by 2^(M_old - M_new)); the 16 warps'
+//    (M, l, acc) are then merged by warp 0 through shared memory. Up to 64 chunks (the 7B's split at
+//    8,192 keys) that is one memory latency and one barrier.
+// 0: 4 warps in three passes with a barrier after each: the largest m_s, then the weights 2^(m_s - M)
+//    into shared memory (combine_weights(n_split) floats of dynamic shared memory, then the warps' sums),
+//    then warp w sums chunks w, w + 4, ... of the weighted partials, 4 loads in flight a lane.
+#ifndef MINFER_COMBINE_ONLINE
+#define MINFER_COMBINE_ONLINE 0
+#endif
+constexpr int kCombineThreads = MINFER_COMBINE_ONLINE ? 512 : 128, kCombineWarps = kCombineThreads / 32;
 __host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
 template <int HD>
 constexpr size_t combine_smem(int n_split) {
+    if (MINFER_COMBINE_ONLINE) return 0;  // static shared memory
     return (static_cast<size_t>(combine_weights(n_split)) + kCombineWarps * HD) * sizeof(float);
+}
+__device__ __forceinline__ float4 f4_scale_add(float4 acc, float4 p, float w) {
+    return make_float4(fmaf(p.x, w, acc.x), fmaf(p.y, w, acc.y), fmaf(p.z, w, acc.z), fmaf(p.w, w, acc.w));
 }
 template <int HD>
 __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
@@ -171,7 +183,6 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     static_assert(HD % 32 == 0 && HD <= 128, "a lane takes 4 dimensions of one warp's 32 lanes");
     pdl_enter<kEarlyCombine>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
     constexpr int stride = fa::part_stride<HD>();
-    extern __shared__ __align__(16) float weight[];
     const int row = static_cast<int>(blockIdx.y), h = static_cast<int>(blockIdx.x), n_head = static_cast<int>(gridDim.x);
     const int64_t q_dim = int64_t{n_head} * HD;
     part += int64_t{row} * n_head * n_split * stride;  // rows of the launch: n_split (the most chunks) a head
@@ -179,9 +190,56 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
         n_split = decode_split_for(pos_dev[row] + 1, n_split).n_split;
         if (n_split == 1) return;  // the decode kernel wrote the output
     }
-    __shared__ float red[kCombineWarps];
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const float* ph = part + int64_t{h} * n_split * stride;
+    const bool mine = 4 * lane < HD;
+    float total = 0.0f;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if MINFER_COMBINE_ONLINE
+    constexpr int kCombineBatch = 4;  // chunks a warp loads at a time
+    __shared__ float4 wacc[kCombineWarps][HD / 4];
+    __shared__ float wm[kCombineWarps], wl[kCombineWarps];
+    float M = -INFINITY, l_sum = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int base = warp; base < n_split; base += kCombineWarps * kCombineBatch) {  // chunk `base` exists: bm is finite
+        float m[kCombineBatch], l[kCombineBatch];
+        float4 p[kCombineBatch];
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) {
+            const int s = base + k * kCombineWarps;
+            const bool in = s < n_split;
+            m[k] = in ? ph[s * stride + HD] : -INFINITY;
+            l[k] = in ? ph[s * stride + HD + 1] : 0.0f;
+            p[k] = in && mine ? *reinterpret_cast<const float4*>(ph + s * stride + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        float bm = M;
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) bm = fmaxf(bm, m[k]);
+        const float c = exp2f(M - bm);  // 0 on the first batch (M = -inf)
+        l_sum *= c;
+        acc = make_float4(acc.x * c, acc.y * c, acc.z * c, acc.w * c);
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) {
+            const float w = exp2f(m[k] - bm);  // 0 past the last chunk
+            l_sum = fmaf(l[k], w, l_sum);
+            acc = f4_scale_add(acc, p[k], w);
+        }
+        M = bm;
+    }
+    if (lane == 0) wm[warp] = M, wl[warp] = l_sum;  // M = -inf, l_sum = 0 for a warp without chunks
+    if (mine) wacc[warp][lane] = acc;
+    __syncthreads();
+    if (warp != 0) return;
+    float Mg = -INFINITY;
+    for (int w = 0; w < kCombineWarps; ++w) Mg = fmaxf(Mg, wm[w]);  // finite: n_split >= 2
+    for (int w = 0; w < kCombineWarps; ++w) {
+        const float f = exp2f(wm[w] - Mg);
+        total = fmaf(wl[w], f, total);
+        if (mine) v = f4_scale_add(v, wacc[w][lane], f);
+    }
+#else
+    extern __shared__ __align__(16) float weight[];
+    __shared__ float red[kCombineWarps];
     float* wsum = weight + combine_weights(n_split);  // [warp][HD]
 
     float mx = -INFINITY;
@@ -201,31 +259,26 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     sum = warp_sum(sum);
     if (lane == 0) red[warp] = sum;
     __syncthreads();  // also publishes weight[]
-    float total = 0.0f;
     for (int w = 0; w < kCombineWarps; ++w) total += red[w];
-    const bool mine = 4 * lane < HD;
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (mine) {
 #pragma unroll 4
         for (int s = warp; s < n_split; s += kCombineWarps) {
             const float4 p = *reinterpret_cast<const float4*>(ph + s * stride + 4 * lane);
-            const float w = weight[s];
-            acc.x = fmaf(p.x, w, acc.x);
-            acc.y = fmaf(p.y, w, acc.y);
-            acc.z = fmaf(p.z, w, acc.z);
-            acc.w = fmaf(p.w, w, acc.w);
+            acc = f4_scale_add(acc, p, weight[s]);
         }
         *reinterpret_cast<float4*>(wsum + warp * HD + 4 * lane) = acc;
     }
     __syncthreads();
     if (warp != 0) return;
-    const float inv = 1.0f / total;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (mine) {
+    if (mine)
         for (int w = 0; w < kCombineWarps; ++w) {
             const float4 a = *reinterpret_cast<const float4*>(wsum + w * HD + 4 * lane);
             v.x += a.x, v.y += a.y, v.z += a.z, v.w += a.w;
         }
+#endif
+    const float inv = 1.0f / total;
+    if (mine) {
         v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
         const int64_t at = row * q_dim + int64_t{h} * HD + 4 * lane;
         *reinterpret_cast<float4*>(out + at) = v;
