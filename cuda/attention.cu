@@ -152,26 +152,15 @@ constexpr int kDecodeMaxHeads = 16;
 
 // Merges the chunks of one query head (block h of row blockIdx.y): out = sum_s acc_s 2^(m_s - M) /
 // sum_s l_s 2^(m_s - M), M the largest m_s (every chunk holds at least one key, so l_s > 0 and m_s is
-// finite); warp 0 writes the output, its f16 copy and its int8 form (as the decode kernel does for rows
-// of one chunk). Two forms (-DMINFER_COMBINE_ONLINE, the A/B knob):
-// 1: 16 warps; warp w takes chunks w, w + 16, ..., kCombineBatch of them at a time with every load of a
-//    batch (each chunk's m, l and lane j's float4 of dimensions 4j .. 4j + 3) issued before any is used,
-//    merged online (a running maximum; the sums so far rescaled by 2^(M_old - M_new)); the 16 warps'
-//    (M, l, acc) are then merged by warp 0 through shared memory. Up to 64 chunks (the 7B's split at
-//    8,192 keys) that is one memory latency and one barrier.
-// 0: 4 warps in three passes with a barrier after each: the largest m_s, then the weights 2^(m_s - M)
-//    into shared memory (combine_weights(n_split) floats of dynamic shared memory, then the warps' sums),
-//    then warp w sums chunks w, w + 4, ... of the weighted partials, 4 loads in flight a lane.
-#ifndef MINFER_COMBINE_ONLINE
-#define MINFER_COMBINE_ONLINE 0
-#endif
-constexpr int kCombineThreads = MINFER_COMBINE_ONLINE ? 512 : 128, kCombineWarps = kCombineThreads / 32;
-__host__ __device__ constexpr int combine_weights(int n_split) { return (n_split + 3) / 4 * 4; }
-template <int HD>
-constexpr size_t combine_smem(int n_split) {
-    if (MINFER_COMBINE_ONLINE) return 0;  // static shared memory
-    return (static_cast<size_t>(combine_weights(n_split)) + kCombineWarps * HD) * sizeof(float);
-}
+// finite). 16 warps; warp w takes chunks w, w + 16, ..., kCombineBatch of them at a time with every load
+// of a batch (each chunk's m and l, and lane j's float4 of dimensions 4j .. 4j + 3) issued before any is
+// used, and merges them online (a running maximum, the sums so far rescaled by 2^(M_old - M_new)); warp 0
+// then merges the 16 warps' (M, l, acc) through shared memory and writes the output, its f16 copy and its
+// int8 form (as the decode kernel does for rows of one chunk). Up to 64 chunks (the 7B's split at 8,192
+// keys) that is one memory latency and one barrier; the three-pass form before it (the largest m_s, the
+// weights, the weighted sum, a barrier after each, 4 loads in flight a lane) was 2.6% slower at tg128 @
+// d8192 on the 7B (docs/perf.md, 2026-12-06, eighteenth session).
+constexpr int kCombineThreads = 512, kCombineWarps = kCombineThreads / 32, kCombineBatch = 4;
 __device__ __forceinline__ float4 f4_scale_add(float4 acc, float4 p, float w) {
     return make_float4(fmaf(p.x, w, acc.x), fmaf(p.y, w, acc.y), fmaf(p.z, w, acc.z), fmaf(p.w, w, acc.w));
 }
@@ -193,10 +182,6 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const float* ph = part + int64_t{h} * n_split * stride;
     const bool mine = 4 * lane < HD;
-    float total = 0.0f;
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#if MINFER_COMBINE_ONLINE
-    constexpr int kCombineBatch = 4;  // chunks a warp loads at a time
     __shared__ float4 wacc[kCombineWarps][HD / 4];
     __shared__ float wm[kCombineWarps], wl[kCombineWarps];
     float M = -INFINITY, l_sum = 0.0f;
@@ -230,53 +215,14 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     if (mine) wacc[warp][lane] = acc;
     __syncthreads();
     if (warp != 0) return;
-    float Mg = -INFINITY;
+    float Mg = -INFINITY, total = 0.0f;
     for (int w = 0; w < kCombineWarps; ++w) Mg = fmaxf(Mg, wm[w]);  // finite: n_split >= 2
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int w = 0; w < kCombineWarps; ++w) {
         const float f = exp2f(wm[w] - Mg);
         total = fmaf(wl[w], f, total);
         if (mine) v = f4_scale_add(v, wacc[w][lane], f);
     }
-#else
-    extern __shared__ __align__(16) float weight[];
-    __shared__ float red[kCombineWarps];
-    float* wsum = weight + combine_weights(n_split);  // [warp][HD]
-
-    float mx = -INFINITY;
-    for (int s = static_cast<int>(threadIdx.x); s < n_split; s += kCombineThreads) mx = fmaxf(mx, ph[s * stride + HD]);
-    mx = warp_max(mx);
-    if (lane == 0) red[warp] = mx;
-    __syncthreads();
-    float M = red[0];
-    for (int w = 1; w < kCombineWarps; ++w) M = fmaxf(M, red[w]);
-    __syncthreads();  // red is reused below
-    float sum = 0.0f;
-    for (int s = static_cast<int>(threadIdx.x); s < combine_weights(n_split); s += kCombineThreads) {
-        const float w = s < n_split ? exp2f(ph[s * stride + HD] - M) : 0.0f;
-        weight[s] = w;
-        if (s < n_split) sum += ph[s * stride + HD + 1] * w;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) red[warp] = sum;
-    __syncthreads();  // also publishes weight[]
-    for (int w = 0; w < kCombineWarps; ++w) total += red[w];
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (mine) {
-#pragma unroll 4
-        for (int s = warp; s < n_split; s += kCombineWarps) {
-            const float4 p = *reinterpret_cast<const float4*>(ph + s * stride + 4 * lane);
-            acc = f4_scale_add(acc, p, weight[s]);
-        }
-        *reinterpret_cast<float4*>(wsum + warp * HD + 4 * lane) = acc;
-    }
-    __syncthreads();
-    if (warp != 0) return;
-    if (mine)
-        for (int w = 0; w < kCombineWarps; ++w) {
-            const float4 a = *reinterpret_cast<const float4*>(wsum + w * HD + 4 * lane);
-            v.x += a.x, v.y += a.y, v.z += a.z, v.w += a.w;
-        }
-#endif
     const float inv = 1.0f / total;
     if (mine) {
         v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
@@ -337,7 +283,7 @@ void launch_decode(const float* q, const __half* kc, const __half* vc, float* pa
     if (pos_dev && sp.n_split == 1) g_one_chunk_launches.fetch_add(1, std::memory_order_relaxed);
     if (sp.n_split > 1) {
         g_combine_launches.fetch_add(1, std::memory_order_relaxed);
-        check(launch_pdl(attn_combine_kernel<HD>, dim3(n_head, rows), dim3(kCombineThreads), combine_smem<HD>(sp.n_split), stream, part,
+        check(launch_pdl(attn_combine_kernel<HD>, dim3(n_head, rows), dim3(kCombineThreads), 0, stream, part,
                          out, sp.n_split, pos_dev, out16, dx.xq, dx.row0, dx.rows),
               "attention (combine)");
     }
