@@ -1,6 +1,6 @@
 // Attention on the tensor cores (flash attention on mma.sync), prefill and decode: the device code only,
 // so that tests/test_attention_emu.cpp runs it on the CPU through tests/emu; cuda/attention.cu launches
-// it. The prefill kernel first; the decode kernel (split-K flash decoding) at the end.
+// it. The prefill kernel first; the decode kernel (split-K flash decoding) and its combine at the end.
 //
 // Causal grouped-query attention of n queries (token t at position pos0 + t) over the keys 0 ..
 // pos0 + n - 1 of a (paged) f16 KV cache. A CTA of 4 warps takes 64 * MT consecutive queries of one head,
@@ -588,6 +588,95 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
             }
         }
     }
+}
+
+// The combine kernel, launched after attn_decode_mma_kernel where a row has several chunks: merges the
+// chunks of one query head (block h of row blockIdx.y): out = sum_s acc_s 2^(m_s - M) / sum_s l_s
+// 2^(m_s - M), M the largest m_s (every chunk holds at least one key, so l_s > 0 and m_s is finite).
+// 16 warps; warp w takes chunks w, w + 16, ..., kCombineBatch of them at a time with every load
+// of a batch (each chunk's m and l, and lane j's float4 of dimensions 4j .. 4j + 3) issued before any is
+// used, and merges them online (a running maximum, the sums so far rescaled by 2^(M_old - M_new)); warp 0
+// then merges the 16 warps' (M, l, acc) through shared memory and writes the output, its f16 copy and its
+// int8 form (as the decode kernel does for rows of one chunk). Up to 64 chunks (the 7B's split at 8,192
+// keys) that is one memory latency and one barrier; the three-pass form before it (the largest m_s, the
+// weights, the weighted sum, a barrier after each, 4 loads in flight a lane) was 2.6% slower at tg128 @
+// d8192 on the 7B (docs/perf.md, 2026-12-06, eighteenth session).
+constexpr int kCombineThreads = 512, kCombineWarps = kCombineThreads / 32, kCombineBatch = 4;
+__device__ __forceinline__ float4 f4_scale_add(float4 acc, float4 p, float w) {
+    return make_float4(fmaf(p.x, w, acc.x), fmaf(p.y, w, acc.y), fmaf(p.z, w, acc.z), fmaf(p.w, w, acc.w));
+}
+template <int HD>
+__global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const float* __restrict__ part, float* __restrict__ out,
+                                                                      int n_split, const int32_t* __restrict__ pos_dev,
+                                                                      __half* __restrict__ out16, uint8_t* __restrict__ xq, int xq_row0,
+                                                                      int xq_rows) {
+    static_assert(HD % 32 == 0 && HD <= 128, "a lane takes 4 dimensions of one warp's 32 lanes");
+    pdl_enter<kEarlyCombine>();  // launched as a programmatic dependent (cuda/pdl.cuh: the early trigger)
+    constexpr int stride = part_stride<HD>();
+    const int row = static_cast<int>(blockIdx.y), h = static_cast<int>(blockIdx.x), n_head = static_cast<int>(gridDim.x);
+    const int64_t q_dim = int64_t{n_head} * HD;
+    part += int64_t{row} * n_head * n_split * stride;  // rows of the launch: n_split (the most chunks) a head
+    if (pos_dev) {  // this length's split may have fewer chunks
+        n_split = decode_split_for(pos_dev[row] + 1, n_split).n_split;
+        if (n_split == 1) return;  // the decode kernel wrote the output
+    }
+    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const float* ph = part + int64_t{h} * n_split * stride;
+    const bool mine = 4 * lane < HD;
+    __shared__ float4 wacc[kCombineWarps][HD / 4];
+    __shared__ float wm[kCombineWarps], wl[kCombineWarps];
+    float M = -INFINITY, l_sum = 0.0f;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int base = warp; base < n_split; base += kCombineWarps * kCombineBatch) {  // chunk `base` exists: bm is finite
+        float m[kCombineBatch], l[kCombineBatch];
+        float4 p[kCombineBatch];
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) {
+            const int s = base + k * kCombineWarps;
+            const bool in = s < n_split;
+            m[k] = in ? ph[s * stride + HD] : -INFINITY;
+            l[k] = in ? ph[s * stride + HD + 1] : 0.0f;
+            p[k] = in && mine ? *reinterpret_cast<const float4*>(ph + s * stride + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+        float bm = M;
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) bm = fmaxf(bm, m[k]);
+        const float c = exp2f(M - bm);  // 0 on the first batch (M = -inf)
+        l_sum *= c;
+        acc = make_float4(acc.x * c, acc.y * c, acc.z * c, acc.w * c);
+#pragma unroll
+        for (int k = 0; k < kCombineBatch; ++k) {
+            const float w = exp2f(m[k] - bm);  // 0 past the last chunk
+            l_sum = fmaf(l[k], w, l_sum);
+            acc = f4_scale_add(acc, p[k], w);
+        }
+        M = bm;
+    }
+    if (lane == 0) wm[warp] = M, wl[warp] = l_sum;  // M = -inf, l_sum = 0 for a warp without chunks
+    if (mine) wacc[warp][lane] = acc;
+    __syncthreads();
+    if (warp != 0) return;
+    float Mg = -INFINITY, total = 0.0f;
+    for (int w = 0; w < kCombineWarps; ++w) Mg = fmaxf(Mg, wm[w]);  // finite: n_split >= 2
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int w = 0; w < kCombineWarps; ++w) {
+        const float f = exp2f(wm[w] - Mg);
+        total = fmaf(wl[w], f, total);
+        if (mine) v = f4_scale_add(v, wacc[w][lane], f);
+    }
+    const float inv = 1.0f / total;
+    if (mine) {
+        v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+        const int64_t at = row * q_dim + int64_t{h} * HD + 4 * lane;
+        *reinterpret_cast<float4*>(out + at) = v;
+        if (out16) {
+            out16[at] = __float2half_rn(v.x);
+            out16[at + 1] = __float2half_rn(v.y);
+            out16[at + 2] = __float2half_rn(v.z);
+            out16[at + 3] = __float2half_rn(v.w);
+        }
+    }
+    if (xq) mv::xq_put4(v, int64_t{h} * HD + 4 * lane, q_dim, xq, mine, xq_row0 + row, xq_rows);  // the whole warp
 }
 
 }  // namespace minfer::cuda::fa

@@ -181,10 +181,12 @@ struct DecodeCase {
     bool on_device;            // lengths from pos_dev (a CUDA graph's step); else one row, L given
 };
 
-// The decode kernel's rows, each merged from its chunks' partials in float64 (the combine kernel's
-// formula) where it has several; out16 (single-chunk rows) must be the f32 output rounded, and xq (their
-// int8 form, block-interleaved rows) must decode to it within the quantization's step (2^-15 of the
-// 32-column block's largest magnitude; the GPU test compares its bytes with quantize_x's).
+// The decode kernel's rows, then, as the launcher (cuda/attention.cu) runs it, the combine kernel over
+// the rows of several chunks; out16 must be the f32 output rounded, and xq (its int8 form,
+// block-interleaved rows) must decode to it within the quantization's step (2^-15 of the 32-column
+// block's largest magnitude; the GPU test compares its bytes with quantize_x's), whichever kernel wrote
+// the row. The combine runs under the same check of the programmatic launch (the partials, the outputs
+// poison until its wait).
 // Under the emulator's check of the programmatic launch, q and the outputs are poison until every thread
 // of a block has reached pdl_wait, and so is a single row's last key and value (this step's, written by
 // qkv_finish); the earlier keys (earlier steps') may be copied before it. (Rows of one launch belong to
@@ -236,38 +238,31 @@ std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache
                                            xq.data(), 0, rows, true);
         }, &order);
     }
+    if (cs.on_device || host.n_split > 1) {
+        using emu_test::region;
+        const emu_test::Dependent guard({region(part), region(out), region(out16), region(xq)});
+        emu_test::launch(mv_emu::Dim{static_cast<unsigned>(cs.n_head), static_cast<unsigned>(rows), 1u}, fa::kCombineThreads, 0, cfg, [&] {
+            fa::attn_combine_kernel<HD>(part.data(), out.data(), static_cast<int>(gy), cs.on_device ? pos.data() : nullptr, out16.data(),
+                                        xq.data(), 0, rows);
+        });
+    }
     REQUIRE_MESSAGE(std::all_of(xq.end() - 64, xq.end(), [](uint8_t v) { return v == 0xa5; }), "xq written past its end");
     REQUIRE_MESSAGE(std::all_of(out.begin() + static_cast<std::ptrdiff_t>(n_out), out.end(), [](float v) { return v == 12345.0f; }),
                     "output written past its end");
     REQUIRE_MESSAGE(std::all_of(part.end() - 64, part.end(), [](float v) { return v == 12345.0f; }), "partials written past their end");
     for (int r = 0; r < rows; ++r) {
-        const int n_split = fa::decode_split_for(cs.lengths[static_cast<size_t>(r)], static_cast<int>(gy)).n_split;
         for (int h = 0; h < cs.n_head; ++h) {
-            float* o = out.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * HD;
-            if (n_split == 1) {
-                size_t differ16 = 0, off = 0;
-                for (int d = 0; d < HD; ++d) {
-                    differ16 += out16[static_cast<size_t>(o - out.data()) + d].bits != quant::f32_to_f16(o[d]);
-                    const int64_t col = int64_t{h} * HD + d;
-                    float am = 0.0f;
-                    for (int e = 0; e < 32; ++e) am = std::max(am, std::fabs(o[d / 32 * 32 + e]));
-                    off += !(std::fabs(mv::xq_value(xq.data(), static_cast<int64_t>(q_dim), col, r, rows) - o[d]) <= am * 0x1p-15f);
-                }
-                CHECK(differ16 == 0);
-                CHECK(off == 0);
-                continue;
+            const float* o = out.data() + static_cast<size_t>(r) * q_dim + static_cast<size_t>(h) * HD;
+            size_t differ16 = 0, off = 0;
+            for (int d = 0; d < HD; ++d) {
+                differ16 += out16[static_cast<size_t>(o - out.data()) + d].bits != quant::f32_to_f16(o[d]);
+                const int64_t col = int64_t{h} * HD + d;
+                float am = 0.0f;
+                for (int e = 0; e < 32; ++e) am = std::max(am, std::fabs(o[d / 32 * 32 + e]));
+                off += !(std::fabs(mv::xq_value(xq.data(), static_cast<int64_t>(q_dim), col, r, rows) - o[d]) <= am * 0x1p-15f);
             }
-            const float* p = part.data() + (static_cast<size_t>(r) * cs.n_head * gy + static_cast<size_t>(h) * n_split) * per_head;
-            double M = -INFINITY;
-            for (int s = 0; s < n_split; ++s) M = std::max(M, static_cast<double>(p[s * per_head + HD]));
-            double sum = 0;
-            std::vector<double> acc(HD, 0.0);
-            for (int s = 0; s < n_split; ++s) {
-                const double w = std::exp2(p[s * per_head + HD] - M);
-                sum += w * p[s * per_head + HD + 1];
-                for (int d = 0; d < HD; ++d) acc[static_cast<size_t>(d)] += w * p[s * per_head + d];
-            }
-            for (int d = 0; d < HD; ++d) o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);  // NaN stays NaN
+            CHECK(differ16 == 0);
+            CHECK(off == 0);
         }
     }
     out.resize(n_out);
@@ -276,8 +271,10 @@ std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache
 
 }  // namespace
 
-// The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) against float64: rel L2 about 1e-7
-// (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp). Planted bugs:
+// The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) and the combine against float64: rel L2
+// about 1e-7 (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp).
+// Planted bugs: in the combine, no rescale of a warp's sums when a later batch raises its maximum; in the
+// decode kernel,
 // P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait (and never again), the
 // last tile's mask off by one, the first tile's wait for all but one group; with two slot pairs a warp
 // (fa::kDecSlots), the K or the V wait one group short, a tile read from the next tile's slots, a refill
@@ -293,6 +290,8 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         {4, 2, 64, 4, {17}, false},                  // copies before the wait): chunks of 64, the last one of 2 keys
         {7, 1, 128, 1, {256, 129, 1, 64}, true},     // one chunk a row on the device (a short step, MINFER_ATTN_ONE_CHUNK):
         {14, 2, 64, 1, {200}, true},                 // up to four tiles a warp, refilled; one row, the 0.5B's heads
+        {2, 1, 64, 80, {5100}, false},               // 80 chunks of 64 keys: the combine's warps take two batches
+        {4, 2, 64, 72, {4600, 1200, 65}, true},      // 72, 19 and 2 chunks: batches of several chunks a warp
     };
     uint64_t seed = 9100;
     for (const DecodeCase& cs : cases) {
