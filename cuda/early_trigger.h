@@ -10,7 +10,9 @@ namespace minfer::cuda {
 // RMSNorm's bit was 2.1% slower on the 7B and the quantization's 1.1% (their dependents, tall mat-vecs,
 // then land on the SMs as the kernel before frees them, unevenly: the likeliest reading). On the H200 the
 // four small kernels' bits together (15) gave the 0.5B +3-4.5% and the 7B's q8_0 +1.6% but its q4_K_M
-// -0.5%, q4_0 -0.8% and depth -2.6%; every kernel's (63) the 7B's q4_K_M -2.3%.
+// -0.5%, q4_0 -0.8% and depth -2.6%; every kernel's (63) the 7B's q4_K_M -2.3%. Eighteenth session (H100,
+// three calls): the combine's bit with it (10) +0.5%, -0.1 to +0.8% and +0.35% on the 7B's tg128, inside
+// the spreads, the 0.5B level; the attention's (18) -0.4%: both left off.
 #ifndef MINFER_EARLY_TRIGGER
 #define MINFER_EARLY_TRIGGER 2
 #endif
