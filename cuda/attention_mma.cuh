@@ -264,7 +264,8 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
 // ---- decode: one query token per row against its cached keys ----------------------------------------------
 //
 // Split-K flash decoding: the keys 0 .. L-1 of a row are cut into n_split chunks of `chunk` keys
-// (decode_split_for below); cuda/attention.cu launches the kernel and merges the chunks' partials.
+// (decode_split_for below); cuda/attention.cu launches the kernel and, past one chunk, the combine (the
+// end of this file), which merges the chunks' partials.
 #ifndef MINFER_ATTN_MIN_CHUNK
 #define MINFER_ATTN_MIN_CHUNK 64
 #endif
@@ -657,7 +658,7 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
     __syncthreads();
     if (warp != 0) return;
     float Mg = -INFINITY, total = 0.0f;
-    for (int w = 0; w < kCombineWarps; ++w) Mg = fmaxf(Mg, wm[w]);  // finite: n_split >= 2
+    for (int w = 0; w < kCombineWarps; ++w) Mg = fmaxf(Mg, wm[w]);  // finite: warp 0 holds chunk 0
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     for (int w = 0; w < kCombineWarps; ++w) {
         const float f = exp2f(wm[w] - Mg);

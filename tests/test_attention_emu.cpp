@@ -3,8 +3,9 @@
 // cache. Prefill: head_dim 64 and 128, one and two 16-row tiles per warp, query groups of 1, 4 and 7 heads
 // per KV head, query counts that are not multiples of the 64- or 128-query and 64-key tiles, a
 // continuation from a filled cache, a shuffled page table. Decode: groups of 1, 4, 7 and 20 heads, one
-// to six key tiles a warp, one chunk and several (their partials merged here), lengths given or read on
-// the device, several rows in one launch, blocks run in reverse order.
+// to six key tiles a warp, one chunk and several (their partials merged by the combine kernel, up to 200
+// chunks a head), lengths given or read on the device, several rows in one launch, blocks run in reverse
+// order.
 // Each case runs in forward lane order with cp.async copies landing at their wait over NaN-filled shared
 // memory, and in reverse order with copies landing at issue over random bytes: missing barriers and early
 // reads change the result. The output is poisoned with NaN and fenced. No GPU is needed; cuda_tests
@@ -238,7 +239,7 @@ std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache
                                            xq.data(), 0, rows, true);
         }, &order);
     }
-    if (cs.on_device || host.n_split > 1) {
+    if (gy > 1) {  // as the launcher: a grid of one chunk a row has no combine
         using emu_test::region;
         const emu_test::Dependent guard({region(part), region(out), region(out16), region(xq)});
         emu_test::launch(mv_emu::Dim{static_cast<unsigned>(cs.n_head), static_cast<unsigned>(rows), 1u}, fa::kCombineThreads, 0, cfg, [&] {
@@ -273,12 +274,12 @@ std::vector<float> run_decode(const DecodeCase& cs, std::vector<float>& q, Cache
 
 // The decode kernel (tensor cores, Q and P as f16 hi + lo pairs) and the combine against float64: rel L2
 // about 1e-7 (printed); bound 1e-5, the bound of the CUDA-core kernel it replaced (tests/test_cuda.cpp).
-// Planted bugs: in the combine, no rescale of a warp's sums when a later batch raises its maximum; in the
-// decode kernel,
-// P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the wait (and never again), the
-// last tile's mask off by one, the first tile's wait for all but one group; with two slot pairs a warp
-// (fa::kDecSlots), the K or the V wait one group short, a tile read from the next tile's slots, a refill
-// one tile too far, this step's key copied only into the first pair.
+// Planted bugs: in the combine, no rescale of a warp's sums when a later batch raises its maximum, a
+// batch's chunks adjacent instead of 16 apart, the warps merged unweighted, a batch's later chunks
+// dropped; in the decode kernel, P or Q without its lo half (2e-4 .. 4e-4), the last key copied before the
+// wait (and never again), the last tile's mask off by one, the first tile's wait for all but one group;
+// with two slot pairs a warp (fa::kDecSlots), the K or the V wait one group short, a tile read from the
+// next tile's slots, a refill one tile too far, this step's key copied only into the first pair.
 TEST_CASE("decode attention (tensor cores, emulated): against a float64 attention over the f16 cache") {
     const DecodeCase cases[] = {
         {7, 1, 128, 8, {1000}, false},               // group 7, 8 chunks of 128 keys: two tiles a warp
@@ -292,6 +293,8 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         {14, 2, 64, 1, {200}, true},                 // up to four tiles a warp, refilled; one row, the 0.5B's heads
         {2, 1, 64, 80, {5100}, false},               // 80 chunks of 64 keys: the combine's warps take two batches
         {4, 2, 64, 72, {4600, 1200, 65}, true},      // 72, 19 and 2 chunks: batches of several chunks a warp
+        {2, 1, 128, 200, {12800}, false},            // head_dim 128 in the combine: 200 chunks, four batches
+        {4, 2, 128, 80, {5000, 300}, true},          // for warps 0-7; 79 and 5 chunks of one launch's 80
     };
     uint64_t seed = 9100;
     for (const DecodeCase& cs : cases) {
