@@ -342,6 +342,23 @@ __device__ __forceinline__ void split_f16x2(float a, float b, uint32_t& hi, uint
     lo = mv::pack_f16x2(a - ha, b - hb);
 }
 
+// One row's four outputs from dimension `col` of its q_dim (element `at` of out): the f32 output, its f16
+// copy (optional) and its int8 form (optional, row xq_row of xq_rows). The whole warp calls it (xq_put4
+// shuffles); `valid` masks a lane's stores.
+__device__ __forceinline__ void store_out4(float4 v, float* out, __half* out16, uint8_t* xq, int64_t at, int64_t col, int64_t q_dim,
+                                           bool valid, int xq_row, int xq_rows) {
+    if (valid) {
+        *reinterpret_cast<float4*>(out + at) = v;
+        if (out16) {
+            out16[at] = __float2half_rn(v.x);
+            out16[at + 1] = __float2half_rn(v.y);
+            out16[at + 2] = __float2half_rn(v.z);
+            out16[at + 3] = __float2half_rn(v.w);
+        }
+    }
+    if (xq) mv::xq_put4(v, col, q_dim, xq, valid, xq_row, xq_rows);
+}
+
 // q: [rows][n_head * HD] f32 (rows of one token each; row r at position pos_dev[r], or L - 1 when pos_dev
 // is null); part: per row, n_head * gridDim.y * part_stride<HD>() floats; out like q, out16 (optional) its
 // f16 copy, xq (optional) its int8 form (mv::xq_put4) as row xq_row0 + r of xq_rows. The three are written
@@ -569,17 +586,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         const int64_t h = hq0 + r;
         if (n_split == 1) {  // block-uniform
             const float4 v = make_float4(acc[0] / sum, acc[1] / sum, acc[2] / sum, acc[3] / sum);
-            const int64_t at = row * q_dim + h * HD + d;
-            if (valid) {
-                *reinterpret_cast<float4*>(out + at) = v;
-                if (out16) {
-                    out16[at] = __float2half_rn(v.x);
-                    out16[at + 1] = __float2half_rn(v.y);
-                    out16[at + 2] = __float2half_rn(v.z);
-                    out16[at + 3] = __float2half_rn(v.w);
-                }
-            }
-            if (xq) mv::xq_put4(v, h * HD + d, q_dim, xq, valid, xq_row0 + row, xq_rows);
+            store_out4(v, out, out16, xq, row * q_dim + h * HD + d, h * HD + d, q_dim, valid, xq_row0 + row, xq_rows);
         } else if (valid) {
             float* dst = part + (row * (q_dim / HD) * gridDim.y + h * n_split + s) * part_stride<HD>();
             *reinterpret_cast<float4*>(dst + d) = make_float4(acc[0], acc[1], acc[2], acc[3]);
@@ -666,18 +673,9 @@ __global__ __launch_bounds__(kCombineThreads) void attn_combine_kernel(const flo
         if (mine) v = f4_scale_add(v, wacc[w][lane], f);
     }
     const float inv = 1.0f / total;
-    if (mine) {
-        v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
-        const int64_t at = row * q_dim + int64_t{h} * HD + 4 * lane;
-        *reinterpret_cast<float4*>(out + at) = v;
-        if (out16) {
-            out16[at] = __float2half_rn(v.x);
-            out16[at + 1] = __float2half_rn(v.y);
-            out16[at + 2] = __float2half_rn(v.z);
-            out16[at + 3] = __float2half_rn(v.w);
-        }
-    }
-    if (xq) mv::xq_put4(v, int64_t{h} * HD + 4 * lane, q_dim, xq, mine, xq_row0 + row, xq_rows);  // the whole warp
+    v = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);  // zeros where !mine
+    const int64_t col = int64_t{h} * HD + 4 * lane;
+    store_out4(v, out, out16, xq, row * q_dim + col, col, q_dim, mine, xq_row0 + row, xq_rows);
 }
 
 }  // namespace minfer::cuda::fa

@@ -465,9 +465,6 @@ private:
         }
     }
 
-    // A run of one sequence's consecutive positions in a chunk.
-    using RunDev = cuda::BatchRun;  // cuda/batch_runs.h
-
     // One token of slot 0 at position pos: the graph (or the same operations eagerly).
     void decode_step(int32_t token, int32_t pos) {
         int32_t* io = io_host_->as<int32_t>();
@@ -539,9 +536,9 @@ private:
     void enqueue_step() {
         check(cudaMemcpyAsync(io_.as<void>(), io_host_->as<void>(), 4 * sizeof(int32_t), cudaMemcpyHostToDevice, s()), "decode step input");
         static const int32_t kLast = 0;
-        static const RunDev kRun{0, 1, -1, 0};  // its position is read on the device
+        static const cuda::BatchRun kRun{0, 1, -1, 0};  // its position is read on the device
         const int32_t* d = io_.as<int32_t>();
-        run_chunk(1, d, d + 1, d + 2, d + 3, std::span<const RunDev>(&kRun, 1), std::span<const int32_t>(&kLast, 1), 0);
+        run_chunk(1, d, d + 1, d + 2, d + 3, std::span<const cuda::BatchRun>(&kRun, 1), std::span<const int32_t>(&kLast, 1), 0);
         cuda::argmax_keys(logits_.as<float>(), 1, c_.n_vocab, keys_.as<unsigned long long>(), s());
         check(cudaMemcpyAsync(keys_host_->as<void>(), keys_.as<void>(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, s()),
               "argmax read back");
@@ -618,7 +615,7 @@ private:
     // the rows' positions, then their slots, in device memory; given, the last layer runs on those rows
     // alone past its K/V store (MINFER_PRUNE_LAST).
     void run_chunk(int n, const int32_t* tokens, const int32_t* pos_dev, const int32_t* slot_dev, const int32_t* rows_dev,
-                   std::span<const RunDev> runs, std::span<const int32_t> rows, size_t out0, const int32_t* rows_at = nullptr) {
+                   std::span<const cuda::BatchRun> runs, std::span<const int32_t> rows, size_t out0, const int32_t* rows_at = nullptr) {
         const model::Config& c = c_;
         const float eps = static_cast<float>(c.rms_norm_eps);
         float *x = x_.as<float>(), *xb = xb_.as<float>(), *q = q_.as<float>(), *qkv = qkv_.as<float>();
@@ -691,9 +688,9 @@ private:
                 i = j;
             }
         };
-        const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n == 1; });
+        const bool all_rows = std::all_of(runs.begin(), runs.end(), [](const cuda::BatchRun& r) { return r.n == 1; });
         // Every run a prefill chunk: the attention may read q in f16 (MINFER_Q16).
-        const bool q16_step = g_q16.on() && std::all_of(runs.begin(), runs.end(), [](const RunDev& r) { return r.n > 1; });
+        const bool q16_step = g_q16.on() && std::all_of(runs.begin(), runs.end(), [](const cuda::BatchRun& r) { return r.n > 1; });
         // A residual add deferred from a GEMM (MINFER_DEFER_RESIDUAL): its product, waiting in gate_up_'s
         // memory (free from the SwiGLU's read until the next gate/up GEMM) to be added to x by the next
         // RMSNorm or the final gather; null when x is up to date.
@@ -771,9 +768,9 @@ private:
                 // the attention norm took it); then the rest of the layer is a step of those rows. The order
                 // matters: the decode kernel copies the keys before a row's own before its pdl_wait, as an
                 // earlier step's; here qkv_finish wrote them, and the gather between them (which waits for
-                // qkv_finish before it lets the attention start: it keeps pdl_wait before its trigger, cuda/pdl.cuh)
-                // keeps those copies after the writes. Do not
-                // launch the attention right after qkv_finish.
+                // qkv_finish before it lets the attention start: it keeps pdl_wait before its trigger,
+                // cuda/pdl.cuh) keeps those copies after the writes. Do not launch the attention right after
+                // qkv_finish.
                 cuda::gather_rows(q, rows_dev, m, static_cast<int>(q_dim_), att, s());
                 const int group = std::min(max_tokens_, shape_.n_seq);  // the rows partial_ holds
                 for (int r0 = 0; r0 < m; r0 += group) {
@@ -799,7 +796,7 @@ private:
             // ... and where it takes the int8 mat-vec, its int8 input (no quantize_x launch).
             void* att_xq = MINFER_ATT_XQ_OUT && !pruned && i8(L.wo) && all_rows ? xq : nullptr;
             for (size_t r = 0; r < runs.size() && !pruned;) {
-                const RunDev& run = runs[r];
+                const cuda::BatchRun& run = runs[r];
                 if (run.n > 1) {  // a prefill chunk of one sequence
                     cuda::KvMap one = per_token;
                     one.slot = nullptr;
@@ -938,7 +935,7 @@ private:
     Mat tok_embd_, output_;
     const float* output_norm_ = nullptr;
     std::vector<int32_t> rows_;
-    std::vector<RunDev> runs_;
+    std::vector<cuda::BatchRun> runs_;
     // The forward call's decode rows all attend in one chunk (MINFER_ATTN_ONE_CHUNK); set by forward().
     bool one_chunk_ = false;
     // A decode step's graph, captured on its second use (the first runs eagerly).
