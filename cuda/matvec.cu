@@ -235,38 +235,16 @@ template <class F, int kLanes>
 bool dp4a_prefetch(int64_t rows, int64_t cols) {
     return kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 32 > kLanes;  // units a row
 }
-// The unit after next loaded too (matvec_dp4a_kernel's kPrefetch = 2) where the prefetch is on and each
-// thread takes at least MINFER_DP4A_DEEP units of a row (rows of cols / 32 units over kLanes threads):
-// the A/B knob of the long rows' chain of latencies (the 7B's down projection: 9.25 units a thread in
-// CTAs of 2 warps, the other shapes 3.5 or fewer). 0 (the default until measured) never.
-#ifndef MINFER_DP4A_DEEP
-#define MINFER_DP4A_DEEP 0
-#endif
-template <class F, int kLanes>
-int dp4a_depth(int64_t rows, int64_t cols) {
-    if (!dp4a_prefetch<F, kLanes>(rows, cols)) return 0;
-    return MINFER_DP4A_DEEP > 0 && cols / 32 >= int64_t{MINFER_DP4A_DEEP} * kLanes ? 2 : 1;
-}
-// go(std::integral_constant<int, D>) for depth d: the depth-2 form is compiled only in builds that take it.
-template <class Go>
-void with_depth(int d, Go go) {
-    if constexpr (MINFER_DP4A_DEEP > 0) {
-        if (d == 2) return go(std::integral_constant<int, 2>{});
-    }
-    if (d >= 1) go(std::integral_constant<int, 1>{});
-    else go(std::integral_constant<int, 0>{});
-}
 template <int kLanes, class F>
 void launch_dp4a_lanes(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     constexpr int R = kDp4aRows<F>;
     static_assert(kTileRows % R == 0, "a CTA's rows lie in one segment: segments end on 16-row tiles");
     const int64_t rows = seg.end[seg.n - 1];
+    const bool prefetch = dp4a_prefetch<F, kLanes>(rows, cols);
     constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
-    with_depth(dp4a_depth<F, kLanes>(rows, cols), [&](auto d) {
-        check(launch_pdl(matvec_dp4a_kernel<F, R, kLanes, decltype(d)::value, kGang>, dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0,
-                         stream, seg, xq, static_cast<int>(cols), accumulate),
-              "matvec");
-    });
+    check(launch_pdl(prefetch ? matvec_dp4a_kernel<F, R, kLanes, true, kGang> : matvec_dp4a_kernel<F, R, kLanes, false, kGang>,
+                     dim3(blocks_for(rows, R * kGang)), dim3(kLanes * kGang), 0, stream, seg, xq, static_cast<int>(cols), accumulate),
+          "matvec");
 }
 // First, the widest CTA whose grid is resident at once (one wave, by the kernel's occupancy): a grid of
 // 1.36 waves (the 7B's 3,584-row launches in CTAs of 4 warps, 5 of which fit an SM by registers) ends on a
@@ -287,7 +265,7 @@ int64_t resident_ctas(Kernel kernel, int threads) {
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o, kernel, threads, 0), "mat-vec occupancy");
     return int64_t{o} * sm_count();
 }
-template <class F, int kLanes, int kPrefetch>
+template <class F, int kLanes, bool kPrefetch>
 int64_t dp4a_resident() {
     constexpr int kGang = kLanes == 32 ? MINFER_DP4A_GANG : 1;
     static const int64_t n = resident_ctas(matvec_dp4a_kernel<F, kDp4aRows<F>, kLanes, kPrefetch, kGang>, kLanes * kGang);
@@ -318,9 +296,7 @@ void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStrea
     constexpr int kForced = std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_LANES : MINFER_DP4A_LANES;
     const int lanes = dp4a_lanes(kForced, ctas, [&](auto l) {
         constexpr int L = decltype(l)::value;
-        int64_t resident = 0;
-        with_depth(dp4a_depth<F, L>(rows, cols), [&](auto d) { resident = dp4a_resident<F, L, decltype(d)::value>(); });
-        return ctas <= resident;
+        return ctas <= (dp4a_prefetch<F, L>(rows, cols) ? dp4a_resident<F, L, true>() : dp4a_resident<F, L, false>());
     });
     with_lanes(lanes, [&](auto l) { launch_dp4a_lanes<decltype(l)::value, F>(seg, cols, xq, stream, accumulate); });
 }
@@ -332,7 +308,7 @@ void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStrea
 #ifndef MINFER_DP4A_MIXED
 #define MINFER_DP4A_MIXED 1
 #endif
-template <class F0, class F1, int kLanes, int kPrefetch>
+template <class F0, class F1, int kLanes, bool kPrefetch>
 int64_t dp4a_mixed_resident() {
     static const int64_t n = resident_ctas(matvec_dp4a_mixed_kernel<F0, F1, kDp4aRows<F0>, kLanes, kPrefetch>, kLanes);
     return n;
@@ -345,11 +321,11 @@ void launch_dp4a_mixed(const Segments& seg, int n0, int64_t cols, const uint8_t*
     const int64_t rows = seg.end[seg.n - 1], ctas = blocks_for(rows, R);
     const int lanes = dp4a_lanes(MINFER_DP4A_LANES, ctas, [&](auto l) {
         constexpr int L = decltype(l)::value;
-        return ctas <= (dp4a_prefetch<F0, L>(rows, cols) ? dp4a_mixed_resident<F0, F1, L, 1>() : dp4a_mixed_resident<F0, F1, L, 0>());
+        return ctas <= (dp4a_prefetch<F0, L>(rows, cols) ? dp4a_mixed_resident<F0, F1, L, true>() : dp4a_mixed_resident<F0, F1, L, false>());
     });
     with_lanes(lanes, [&](auto l) {
         constexpr int L = decltype(l)::value;
-        check(launch_pdl(dp4a_prefetch<F0, L>(rows, cols) ? matvec_dp4a_mixed_kernel<F0, F1, R, L, 1> : matvec_dp4a_mixed_kernel<F0, F1, R, L, 0>,
+        check(launch_pdl(dp4a_prefetch<F0, L>(rows, cols) ? matvec_dp4a_mixed_kernel<F0, F1, R, L, true> : matvec_dp4a_mixed_kernel<F0, F1, R, L, false>,
                          dim3(static_cast<unsigned>(ctas)), dim3(L), 0, stream, seg, n0, xq, static_cast<int>(cols), accumulate),
               "matvec");
     });

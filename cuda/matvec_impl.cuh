@@ -1692,12 +1692,9 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.
-// kPrefetch (0, 1 or 2): 1, each iteration first loads the next unit's registers (2R loads in flight per
-// thread for q4_K, 85 registers for R = 4); 0, each unit is loaded at the top of its own iteration (71
-// registers), which suits tall matrices of one pass per row (cuda/matvec.cu); 2, the unit after next (3R
-// loads in flight, another R units of registers), for rows of many units a thread (the down projection's
-// 18,944 columns: 9 or 10 units a thread in CTAs of 2 warps), whose time is a chain of memory latencies
-// one per unit or two.
+// kPrefetch: each iteration first loads the next unit's registers (2R loads in flight per thread for
+// q4_K, 85 registers for R = 4); without, each unit is loaded at the top of its own iteration (71
+// registers), which suits tall matrices of one pass per row (cuda/matvec.cu).
 // kGang (kLanes = 32 only): warps a CTA, each taking its own R rows as a one-warp CTA would (rows R kGang
 // blockIdx + R warp ..., its own segment): a kGang-th of the CTAs to dispatch for the same work, the
 // first wave of a tall launch on the SMs sooner (the block scheduler starts about 0.8 CTAs a
@@ -1705,7 +1702,7 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 // the kernel as measured (its registers unchanged).
 // dp4a_rows is the body of matvec_dp4a_kernel (below) for one row group: R rows of segment si from global row
 // g0, by thread tid of its kLanes; matvec_dp4a_mixed_kernel runs it in the format of each CTA's segment.
-template <class F, int R, int kLanes, int kPrefetch>
+template <class F, int R, int kLanes, bool kPrefetch>
 __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g0, int tid, const uint8_t* __restrict__ xq, int cols,
                                           bool accumulate) {
     using W = typename F::W;
@@ -1727,23 +1724,6 @@ __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = 0.0f;
     const int4* rec = reinterpret_cast<const int4*>(xq + 2 * static_cast<int64_t>(cols));
-    if constexpr (kPrefetch >= 2) {
-        W w1[R] = {};  // unit c + kLanes; w2 below: c + 2 kLanes
-        if (c + kLanes < n) load(c + kLanes, w1);
-        for (; c < n; c += kLanes) {
-            W w2[R] = {};
-            if (c + 2 * kLanes < n) load(c + 2 * kLanes, w2);
-            const typename F::X x = F::input(xq, cols, rec, c, p);
-#pragma unroll
-            for (int r = 0; r < R; ++r) {
-                acc[r] += F::dot(w[r], p, x);
-                w[r] = w1[r];
-                w1[r] = w2[r];
-            }
-        }
-        cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
-        return;
-    }
     for (; c < n; c += kLanes) {
         W wn[R] = {};
         if (kPrefetch && c + kLanes < n) load(c + kLanes, wn);
@@ -1757,7 +1737,7 @@ __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g
     }
     cta_row_sums<R, kLanes>(acc, segment_y(seg, si), r0, rows, accumulate);
 }
-template <class F, int R, int kLanes, int kPrefetch, int kGang = 1>
+template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
     static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
     static_assert(kGang >= 1 && (kGang == 1 || kLanes == 32), "independent warps in CTAs of one-warp row groups only");
@@ -1774,7 +1754,7 @@ __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const 
 // 8 CTAs an SM, too few for the 7B's q/k/v (1,152 CTAs) in one wave. No register knobs
 // (MINFER_DP4A_MIN_BLOCKS, MINFER_DP4A_WARP_CTAS) and no ganged warps: it takes short rows, never the
 // tall launches those are for.
-template <class F0, class F1, int R, int kLanes, int kPrefetch>
+template <class F0, class F1, int R, int kLanes, bool kPrefetch>
 __global__ __launch_bounds__(kLanes, 640 / kLanes) void matvec_dp4a_mixed_kernel(const Segments seg, int n0, const uint8_t* __restrict__ xq, int cols,
                                                                    bool accumulate) {
     static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");

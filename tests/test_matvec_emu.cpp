@@ -652,7 +652,7 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
 // F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0,
 // mv::DpQ6K q6_K).
 // kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments.
-template <class F, int R, int kLanes, int kPrefetch, int kGang = 1>
+template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
     auto kernel = [&](const mv::Segments& seg) {
@@ -711,8 +711,8 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 
 // Row lengths (`blocks`, blocks of T a row) with fewer units than threads, exactly as many, and a second
 // partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4 rows a
-// CTA, CTAs of 1, 2 and 4 warps, and of 3 one-warp row groups; each unit loaded one or two iterations
-// ahead or at the top of its own.
+// CTA, CTAs of 1, 2 and 4 warps, and of 3 one-warp row groups; each unit loaded one iteration ahead or at
+// the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
     using F = std::conditional_t<
@@ -725,14 +725,13 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
-            for (int prefetch : {0, 1, 2}) {
+            for (bool prefetch : {true, false}) {
                 CAPTURE(prefetch);
                 auto each_lanes = [&]<int R>() {
                     CAPTURE(R);
                     auto run = [&]<int kLanes, int kGang = 1>() {
-                        return prefetch == 2   ? run_dp4a<F, R, kLanes, 2, kGang>(w, rows, cols, xq, cfg, in)
-                               : prefetch == 1 ? run_dp4a<F, R, kLanes, 1, kGang>(w, rows, cols, xq, cfg, in)
-                                               : run_dp4a<F, R, kLanes, 0, kGang>(w, rows, cols, xq, cfg, in);
+                        return prefetch ? run_dp4a<F, R, kLanes, true, kGang>(w, rows, cols, xq, cfg, in)
+                                        : run_dp4a<F, R, kLanes, false, kGang>(w, rows, cols, xq, cfg, in);
                     };
                     check(32, run.template operator()<32>());
                     check(64, run.template operator()<64>());
@@ -820,7 +819,7 @@ TEST_CASE("emulated mat-vec: q4_K beside padded q6_K in one launch (the mixed dp
                 CAPTURE(sh.n0);
                 CAPTURE(random_bytes);
                 CAPTURE(acc);
-                auto check = [&]<int R, int kLanes, int kPrefetch>() {
+                auto check = [&]<int R, int kLanes, bool kPrefetch>() {
                     CAPTURE(R);
                     CAPTURE(kLanes);
                     CAPTURE(kPrefetch);
@@ -836,11 +835,11 @@ TEST_CASE("emulated mat-vec: q4_K beside padded q6_K in one launch (the mixed dp
                         CHECK(rel_l2(y[i], ref[i]) < 1e-5);
                     }
                 };
-                check.template operator()<4, 32, 1>();
-                check.template operator()<4, 64, 1>();
-                check.template operator()<4, 128, 1>();
-                check.template operator()<4, 64, 0>();
-                check.template operator()<2, 128, 0>();
+                check.template operator()<4, 32, true>();
+                check.template operator()<4, 64, true>();
+                check.template operator()<4, 128, true>();
+                check.template operator()<4, 64, false>();
+                check.template operator()<2, 128, false>();
             }
     }
 }
