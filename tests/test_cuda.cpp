@@ -670,12 +670,14 @@ TEST_SUITE("cuda") {
             // whole 256-column groups: {64, 16 b} and {300, 18944} in CTAs of 4 warps, {8200, 1280} of 2,
             // {12800, 1280} of one (40 blocks a row: a second round, prefetched). q6_K alone also {65600, 5 b}:
             // its direct-load dp4a kernel (launches of 65,536 rows or more, the output projection's kind), in
-            // CTAs of one warp, 40 units a row.
+            // CTAs of one warp, 40 units a row. q4_K and q6_K also {3584, 18944}, the 7B's down projection:
+            // a grid of one wave at 2 warps (and at 3, MINFER_DP4A_W3_UNITS), not at 4.
             const int64_t shapes[][2] = {{1, b},       {7, 2 * b},    {67, 3 * b},     {45, 11 * b}, {300, 18944},  {20011, b},
                                          {64, 16 * b}, {64, 28 * b},  {8200, 2 * b},   {12800, 5 * b}, {8200, 1280}, {12800, 1280},
-                                         {65600, 5 * b}};
+                                         {65600, 5 * b}, {3584, 18944}};
             for (const auto& sh : shapes) {
                 if (sh[0] == 65600 && t != Type::Q6_K) continue;
+                if (sh[0] == 3584 && t != Type::Q4_K && t != Type::Q6_K) continue;
                 const int64_t rows = sh[0], cols = sh[1];
                 const std::string type = name_of(t);
                 CAPTURE(type);
