@@ -290,30 +290,14 @@ void with_lanes(int lanes, Go go) {
     else if (lanes == 64) go(Lanes<64>{});
     else go(Lanes<128>{});
 }
-// CTAs of 3 warps (-DMINFER_DP4A_W3_UNITS=N, N > 0; 0, the default, builds none): a launch whose rows
-// have at least N units (32 columns each) and whose grid is one wave at 3 warps but not at 4 takes 3
-// warps where the rule above gives it 2. The 7B's down projection (3,584 rows of 592 units; 896 CTAs,
-// one wave at 2 or 3 warps by registers, 1.36 at 4) walks 9.25 units a thread and row at 2 warps and
-// 6.2 at 3, with half as many warps again on the SMs to cover the loads' latency; it streams at 2.3-2.4
-// TB/s against the q4_K kernel's 3.85 on the taller shapes (docs/perf.md). Not measured yet: off.
-#ifndef MINFER_DP4A_W3_UNITS
-#define MINFER_DP4A_W3_UNITS 0
-#endif
 template <class F>
 void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStream_t stream, bool accumulate) {
     const int64_t rows = seg.end[seg.n - 1], ctas = blocks_for(rows, kDp4aRows<F>);
     constexpr int kForced = std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_LANES : MINFER_DP4A_LANES;
-    auto fits = [&](auto l) {
+    const int lanes = dp4a_lanes(kForced, ctas, [&](auto l) {
         constexpr int L = decltype(l)::value;
         return ctas <= (dp4a_prefetch<F, L>(rows, cols) ? dp4a_resident<F, L, true>() : dp4a_resident<F, L, false>());
-    };
-    const int lanes = dp4a_lanes(kForced, ctas, fits);
-    if constexpr (MINFER_DP4A_W3_UNITS > 0) {
-        if (kForced == 0 && MINFER_DP4A_WAVES && lanes == 64 && cols / 32 >= MINFER_DP4A_W3_UNITS && fits(Lanes<96>{})) {
-            launch_dp4a_lanes<96, F>(seg, cols, xq, stream, accumulate);
-            return;
-        }
-    }
+    });
     with_lanes(lanes, [&](auto l) { launch_dp4a_lanes<decltype(l)::value, F>(seg, cols, xq, stream, accumulate); });
 }
 

@@ -711,7 +711,7 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 
 // Row lengths (`blocks`, blocks of T a row) with fewer units than threads, exactly as many, and a second
 // partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4 rows a
-// CTA, CTAs of 1, 2, 3 and 4 warps, and of 3 one-warp row groups; each unit loaded one iteration ahead or at
+// CTA, CTAs of 1, 2 and 4 warps, and of 3 one-warp row groups; each unit loaded one iteration ahead or at
 // the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
@@ -735,11 +735,9 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
                     };
                     check(32, run.template operator()<32>());
                     check(64, run.template operator()<64>());
-                    check(96, run.template operator()<96>());
                     check(128, run.template operator()<128>());
-                    // one-warp row groups 3 to a CTA (CTAs across segment ends, warps past the last row),
-                    // labelled -3
-                    check(-3, run.template operator()<32, 3>());
+                    // one-warp row groups 3 to a CTA (CTAs across segment ends, warps past the last row)
+                    check(3 * 32, run.template operator()<32, 3>());
                 };
                 each_lanes.template operator()<2>();
                 each_lanes.template operator()<4>();
