@@ -671,7 +671,7 @@ TEST_SUITE("cuda") {
             // {12800, 1280} of one (40 blocks a row: a second round, prefetched). q6_K alone also {65600, 5 b}:
             // its direct-load dp4a kernel (launches of 65,536 rows or more, the output projection's kind), in
             // CTAs of one warp, 40 units a row. q4_K and q6_K also {3584, 18944}, the 7B's down projection:
-            // a grid of one wave at 2 warps (and at 3, MINFER_DP4A_W3_UNITS), not at 4.
+            // a one-wave grid of CTAs of 2 warps, 592 units a row, prefetched.
             const int64_t shapes[][2] = {{1, b},       {7, 2 * b},    {67, 3 * b},     {45, 11 * b}, {300, 18944},  {20011, b},
                                          {64, 16 * b}, {64, 28 * b},  {8200, 2 * b},   {12800, 5 * b}, {8200, 1280}, {12800, 1280},
                                          {65600, 5 * b}, {3584, 18944}};
