@@ -238,12 +238,19 @@ constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_PREF
 // 3, with half as many warps again on the SMs to cover the loads' latency; it streams at 2.3-2.4 TB/s
 // against the q4_K kernel's 3.85 on the taller shapes (docs/perf.md). The 3-warp kernels are capped at
 // 80 registers (matvec_dp4a_w3_kernel, matvec_impl.cuh) so that 8 fit an SM; -DMINFER_DP4A_W3_PREFETCH=0
-// takes them without the prefetch (80 registers uncapped). Not measured yet: off.
+// takes them without the prefetch (80 registers uncapped). The padded q6_K copy (DpQ6KP) keeps 2 warps
+// unless built with -DMINFER_DP4A_W3_Q6KP=1. Measured on the H100 (docs/perf.md, 2026-12-06, twentieth
+// session), q6_K copy included: the q4_K down projection 19.71 -> 18.56 µs (18.85 without the prefetch),
+// the q6_K copy's 26.94 -> 29.12 (28.83), the 7B's q4_K_M tg128 -1.3% (level without the prefetch); the
+// q4_K-only form is not measured yet. Off.
 #ifndef MINFER_DP4A_W3_UNITS
 #define MINFER_DP4A_W3_UNITS 0
 #endif
 #ifndef MINFER_DP4A_W3_PREFETCH
 #define MINFER_DP4A_W3_PREFETCH 1
+#endif
+#ifndef MINFER_DP4A_W3_Q6KP
+#define MINFER_DP4A_W3_Q6KP 0
 #endif
 template <class F, int kLanes>
 bool dp4a_prefetch(int64_t rows, int64_t cols) {
@@ -313,7 +320,7 @@ void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStrea
         return ctas <= (dp4a_prefetch<F, L>(rows, cols) ? dp4a_resident<F, L, true>() : dp4a_resident<F, L, false>());
     };
     const int lanes = dp4a_lanes(kForced, ctas, fits);
-    if constexpr (MINFER_DP4A_W3_UNITS > 0) {
+    if constexpr (MINFER_DP4A_W3_UNITS > 0 && (MINFER_DP4A_W3_Q6KP || !std::is_same_v<F, DpQ6KP>)) {
         constexpr bool kPf = MINFER_DP4A_W3_PREFETCH != 0;
         constexpr int R = kDp4aRows<F>;
         static const int64_t w3_resident = resident_ctas(matvec_dp4a_w3_kernel<F, R, kPf>, 96);
