@@ -651,7 +651,9 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
 
 // F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0,
 // mv::DpQ6K q6_K).
-// kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments.
+// kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments. kLanes 96 runs
+// the 3-warp kernel (mv::matvec_dp4a_w3_kernel, the launcher's under MINFER_DP4A_W3_UNITS), the others
+// matvec_dp4a_kernel.
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
