@@ -231,27 +231,6 @@ template <class F>
 constexpr int kDp4aPrefetch = std::is_same_v<F, DpQ6K>    ? MINFER_DP4A_Q6K_PREFETCH
                               : std::is_same_v<F, DpQ6KP> ? MINFER_DP4A_Q6KP_PREFETCH
                                                           : MINFER_DP4A_PREFETCH;
-// CTAs of 3 warps (-DMINFER_DP4A_W3_UNITS=N, N > 0; 0, the default, builds none): a launch whose rows
-// have at least N units (32 columns each) and whose grid is one wave at 3 warps but not at 4 takes 3
-// warps where the rule above gives it 2. The 7B's down projection (3,584 rows of 592 units; 896 CTAs,
-// one wave at 2 warps by registers, 1.36 at 4) walks 9.25 units a thread and row at 2 warps and 6.2 at
-// 3, with half as many warps again on the SMs to cover the loads' latency; it streams at 2.3-2.4 TB/s
-// against the q4_K kernel's 3.85 on the taller shapes (docs/perf.md). The 3-warp kernels are capped at
-// 80 registers (matvec_dp4a_w3_kernel, matvec_impl.cuh) so that 8 fit an SM; -DMINFER_DP4A_W3_PREFETCH=0
-// takes them without the prefetch (80 registers uncapped). The padded q6_K copy (DpQ6KP) keeps 2 warps
-// unless built with -DMINFER_DP4A_W3_Q6KP=1. Measured on the H100 (docs/perf.md, 2026-12-06, twentieth
-// session), q6_K copy included: the q4_K down projection 19.71 -> 18.56 µs (18.85 without the prefetch),
-// the q6_K copy's 26.94 -> 29.12 (28.83), the 7B's q4_K_M tg128 -1.3% (level without the prefetch); the
-// q4_K-only form is not measured yet. Off.
-#ifndef MINFER_DP4A_W3_UNITS
-#define MINFER_DP4A_W3_UNITS 0
-#endif
-#ifndef MINFER_DP4A_W3_PREFETCH
-#define MINFER_DP4A_W3_PREFETCH 1
-#endif
-#ifndef MINFER_DP4A_W3_Q6KP
-#define MINFER_DP4A_W3_Q6KP 0
-#endif
 template <class F, int kLanes>
 bool dp4a_prefetch(int64_t rows, int64_t cols) {
     return kDp4aPrefetch<F> >= 0 ? kDp4aPrefetch<F> == 1 : rows < 8192 || cols / 32 > kLanes;  // units a row
@@ -320,17 +299,6 @@ void launch_dp4a(const Segments& seg, int64_t cols, const uint8_t* xq, cudaStrea
         return ctas <= (dp4a_prefetch<F, L>(rows, cols) ? dp4a_resident<F, L, true>() : dp4a_resident<F, L, false>());
     };
     const int lanes = dp4a_lanes(kForced, ctas, fits);
-    if constexpr (MINFER_DP4A_W3_UNITS > 0 && (MINFER_DP4A_W3_Q6KP || !std::is_same_v<F, DpQ6KP>)) {
-        constexpr bool kPf = MINFER_DP4A_W3_PREFETCH != 0;
-        constexpr int R = kDp4aRows<F>;
-        static const int64_t w3_resident = resident_ctas(matvec_dp4a_w3_kernel<F, R, kPf>, 96);
-        if (kForced == 0 && MINFER_DP4A_WAVES && lanes == 64 && cols / 32 >= MINFER_DP4A_W3_UNITS && ctas <= w3_resident) {
-            check(launch_pdl(matvec_dp4a_w3_kernel<F, R, kPf>, dim3(static_cast<unsigned>(ctas)), dim3(96), 0, stream, seg, xq,
-                             static_cast<int>(cols), accumulate),
-                  "matvec");
-            return;
-        }
-    }
     with_lanes(lanes, [&](auto l) { launch_dp4a_lanes<decltype(l)::value, F>(seg, cols, xq, stream, accumulate); });
 }
 

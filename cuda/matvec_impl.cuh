@@ -1321,13 +1321,13 @@ inline MmaGrid mma_grid(int64_t rows, int64_t resident, int max_per_cta = kMaxTi
     return {grid, static_cast<int>((tiles + grid - 1) / grid)};
 }
 
-// The end of the CTAs of kLanes threads (1, 2, 3 or 4 warps) that take R rows (the dp4a, staged and plain
+// The end of the CTAs of kLanes threads (1, 2 or 4 warps) that take R rows (the dp4a, staged and plain
 // kernels): each thread's acc[r] summed over the CTA, then y[r0 + r] = the sum (accumulate: += ) for the
 // rows below `rows`. (A transposed warp reduction, R - 1 + 5 - log2(R) shuffles instead of 5 R, made the
 // staged kernels' tall launches 7-16% slower on the H200: docs/perf.md.)
 template <int R, int kLanes = 128>
 __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, int64_t r0, int64_t rows, bool accumulate) {
-    static_assert(kLanes == 32 || kLanes == 64 || kLanes == 96 || kLanes == 128, "CTAs of 1, 2, 3 or 4 warps");
+    static_assert(kLanes == 32 || kLanes == 64 || kLanes == 128, "CTAs of 1, 2 or 4 warps");
     static_assert(R <= 32, "a lane per row");
     constexpr int kWarps = kLanes / 32;
     __shared__ float red[kWarps][R];
@@ -1347,7 +1347,6 @@ __device__ __forceinline__ void cta_row_sums(const float (&acc)[R], float* y, in
         if (tid < R && r0 + tid < rows) {
             float sum;
             if constexpr (kWarps == 2) sum = red[0][tid] + red[1][tid];
-            else if constexpr (kWarps == 3) sum = (red[0][tid] + red[1][tid]) + red[2][tid];
             else sum = (red[0][tid] + red[1][tid]) + (red[2][tid] + red[3][tid]);
             y[r0 + tid] = accumulate ? y[r0 + tid] + sum : sum;
         }
@@ -1690,7 +1689,7 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
 // rows of whole 256-column groups (cols / 32 units a row), the last one padded where cols is not a
 // multiple of 256 (DpQ80G and DpQ50G on the load's grouped copies; the other formats take whole rows only).
-// kLanes: the threads of a CTA (32, 64, 96 or 128), which split its R rows: thread t takes units t, t + kLanes,
+// kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.
 // kPrefetch: each iteration first loads the next unit's registers (2R loads in flight per thread for
@@ -1740,23 +1739,13 @@ __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g
 }
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 __global__ MINFER_DP4A_BOUNDS void matvec_dp4a_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
-    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1 to 4 warps (a multiple of 8 threads: p = c & 7 = tid & 7)");
+    static_assert(kLanes % 32 == 0 && kLanes <= 128, "CTAs of 1, 2 or 4 warps");
     static_assert(kGang >= 1 && (kGang == 1 || kLanes == 32), "independent warps in CTAs of one-warp row groups only");
     const int64_t g0 = kGang > 1 ? (static_cast<int64_t>(blockIdx.x) * kGang + static_cast<int>(threadIdx.x) / kLanes) * R
                                  : static_cast<int64_t>(blockIdx.x) * R;
     if (kGang > 1 && g0 >= seg.end[2]) return;  // a warp of the last CTA past the last row (exiting counts as its trigger)
     const int tid = static_cast<int>(kGang > 1 ? threadIdx.x % kLanes : threadIdx.x);
     dp4a_rows<F, R, kLanes, kPrefetch>(seg, segment_of(seg, g0), g0, tid, xq, cols, accumulate);
-}
-// CTAs of 3 warps (cuda/matvec.cu, MINFER_DP4A_W3_UNITS), capped for 8 an SM: registers are allocated
-// per warp scheduler (16,384 each), so 7 or 8 CTAs of 3 warps (6 warps on some scheduler) need at most
-// 80 a thread, and the prefetching q4_K body takes 92 left to itself (6 CTAs an SM, 792 resident on 132
-// SMs: not the 896 of the 7B's down projection). A kernel of its own because a minimum-blocks bound of 1
-// on the others is not the same as none (ptxas then gives the 4-warp q4_K kernel 103-109 registers).
-template <class F, int R, bool kPrefetch>
-__global__ __launch_bounds__(96, 8) void matvec_dp4a_w3_kernel(const Segments seg, const uint8_t* __restrict__ xq, int cols, bool accumulate) {
-    const int64_t g0 = static_cast<int64_t>(blockIdx.x) * R;
-    dp4a_rows<F, R, 96, kPrefetch>(seg, segment_of(seg, g0), g0, static_cast<int>(threadIdx.x), xq, cols, accumulate);
 }
 // Two block formats in one launch: segments 0 .. n0 - 1 in F0, the others in F1 (a Q4_K_M layer's q4_K q and
 // k beside its padded q6_K v: one launch where there were two). A CTA's rows lie in one segment, so the

@@ -651,15 +651,12 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
 
 // F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0,
 // mv::DpQ6K q6_K).
-// kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments. kLanes 96 runs
-// the 3-warp kernel (mv::matvec_dp4a_w3_kernel, the launcher's under MINFER_DP4A_W3_UNITS), the others
-// matvec_dp4a_kernel.
+// kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments.
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,
                                          const uint8_t* xq, const Config& cfg, const std::vector<float>* init = nullptr) {
     auto kernel = [&](const mv::Segments& seg) {
-        if constexpr (kLanes == 96) mv::matvec_dp4a_w3_kernel<F, R, kPrefetch>(seg, xq, static_cast<int>(cols), init != nullptr);
-        else mv::matvec_dp4a_kernel<F, R, kLanes, kPrefetch, kGang>(seg, xq, static_cast<int>(cols), init != nullptr);
+        mv::matvec_dp4a_kernel<F, R, kLanes, kPrefetch, kGang>(seg, xq, static_cast<int>(cols), init != nullptr);
     };
     return run_cta_rows<R * kGang>(w, rows, cols, xq, cfg, init, 0, kernel, kLanes * kGang);
 }
@@ -714,7 +711,7 @@ void check_cta_rows(std::initializer_list<int64_t> blocks, uint64_t seed, Shapes
 
 // Row lengths (`blocks`, blocks of T a row) with fewer units than threads, exactly as many, and a second
 // partial round; segments of several matrices (q, k, v; gate, up), a ragged last one; 2 and 4 rows a
-// CTA, CTAs of 1, 2, 3 and 4 warps, and of 3 one-warp row groups; each unit loaded one iteration ahead or at
+// CTA, CTAs of 1, 2 and 4 warps, and of 3 one-warp row groups; each unit loaded one iteration ahead or at
 // the top of its own.
 template <Type T>
 void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
@@ -738,7 +735,6 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
                     };
                     check(32, run.template operator()<32>());
                     check(64, run.template operator()<64>());
-                    check(96, run.template operator()<96>());
                     check(128, run.template operator()<128>());
                     // one-warp row groups 3 to a CTA (CTAs across segment ends, warps past the last row),
                     // labelled -3
