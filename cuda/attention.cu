@@ -139,11 +139,17 @@ void launch_prefill(const float* q, const __half* q16, const __half* kc, const _
 // Decode split: about MINFER_ATTN_BLOCKS_PER_SM blocks per SM over all KV heads (few enough to be
 // resident at once, so every block issues its copies immediately), chunks of at least
 // MINFER_ATTN_MIN_CHUNK keys (fa::decode_split_for). A short context takes one chunk (no combine).
-// Two blocks an SM (chunks of 128 keys at 8,192: each warp two pipelined tiles, half the partials to
-// merge) measured fastest at depth on the H200: tg128 @ d8192 of the qwen2-7b q4_K_M synth 419.3 t/s
-// against 394.5 (1) and 395.8 (4), the same at short context (docs/perf.md).
+// Three blocks an SM (43 KiB of shared memory each at head_dim 128 with one slot pair: three fit). Two
+// measured fastest at depth 8,192 on the H200 while the combine took three passes over the partials
+// (419.3 t/s against 394.5 at one and 395.8 at four, 2026-12-04); with the one-pass combine, three
+// measured on the H100 (docs/perf.md, 2026-12-06, twenty-first session; qwen2-7b q4_K_M synth): level at
+// 8,192 keys (chunks of 96 keys instead of 128), +3.2% at 16,384 and +7.1% at 24,576 (96 chunks of 256
+// keys a KV head instead of 64 of 384), qwen3-8b q4_K_M +5.3% at 16,384; four -2.8% at 8,192. The
+// qwen2-0.5b (head_dim 64, two KV heads) is level at 8,192 and 1.0% slower at 24,576 (192 chunks of 128
+// keys instead of 128 of 192). Contexts of up to 64 x 2 x SMs / KV heads keys (4,224 for the 7B's four
+// KV heads on 132 SMs) take the same split at two and three: chunks of MINFER_ATTN_MIN_CHUNK keys.
 #ifndef MINFER_ATTN_BLOCKS_PER_SM
-#define MINFER_ATTN_BLOCKS_PER_SM 2
+#define MINFER_ATTN_BLOCKS_PER_SM 3
 #endif
 static_assert(MINFER_ATTN_BLOCKS_PER_SM >= 1, "decode split tunable");
 using fa::decode_split_for;
