@@ -126,13 +126,6 @@
 #define MINFER_ATTN_ONE_CHUNK 64
 #endif
 
-// A decode step of at most MINFER_KV_PREFETCH_ROWS rows whose attention takes the split (not one chunk)
-// has each layer's RMSNorm launch bring the rows' earlier keys and values into L2 while the q/k/v
-// projections run (cuda::rms_norm's KvPrefetch; the budget and the form: cuda/kernels.cu). 0: never.
-#ifndef MINFER_KV_PREFETCH_ROWS
-#define MINFER_KV_PREFETCH_ROWS 1
-#endif
-
 namespace minfer::device {
 namespace {
 
@@ -716,9 +709,9 @@ private:
             }
         };
         // The RMSNorm of x (adding the deferred product first, if one waits) into out and out16 / xq.
-        auto norm = [&](const float* w, float* out, __half* out16, void* xq_out, const cuda::KvPrefetch* pf = nullptr) {
+        auto norm = [&](const float* w, float* out, __half* out16, void* xq_out) {
             if (pending) cuda::add_rms_norm(x, pending, n, c.n_embd, w, eps, out, s(), out16, xq_out);
-            else cuda::rms_norm(x, n, c.n_embd, w, eps, out, s(), out16, xq_out, pf);
+            else cuda::rms_norm(x, n, c.n_embd, w, eps, out, s(), out16, xq_out);
             pending = nullptr;
         };
         cuda::embed_rows(tok_embd_.type, tok_embd_.w, tok_embd_.cols, tokens, n, x, s());
@@ -732,16 +725,6 @@ private:
         // The last layer on the wanted rows alone (rows_at): x holds them packed, in order, once `pruned` is set.
         if (rows_at && rows.size() >= static_cast<size_t>(n)) fail(MINFER_ERR_INTERNAL, "forward: %zu rows of %d pruned", rows.size(), n);
         bool pruned = false;
-        // The attention norm's KV prefetch: decode rows alone, past one chunk (a short context's keys are
-        // few), each at its position in its slot (per_token).
-        cuda::KvPrefetch pf;
-        if (all_rows && n <= MINFER_KV_PREFETCH_ROWS && !one_chunk_ && !rows_at) {
-            pf.map = per_token;
-            pf.pos = pos_dev;
-            pf.rows = n;
-            pf.row_bytes = static_cast<int>(kv_dim_ * 2);
-            pf.max_keys = cuda::kv_prefetch_keys(n, pf.row_bytes);
-        }
         for (int il = 0; il < c.n_layer; ++il) {
             const LayerDev& L = layers_[static_cast<size_t>(il)];
             const uint64_t at = static_cast<uint64_t>(il) * static_cast<uint64_t>(kv_rows_) * static_cast<uint64_t>(kv_dim_);
@@ -754,10 +737,8 @@ private:
             const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
             // The GEMMs read the f16 copy alone: no f32 output then (MINFER_NORM_F16_ONLY).
             const bool qkv16 = !single && !qkv_few;
-            pf.k = reinterpret_cast<const uint8_t*>(kc);
-            pf.v = reinterpret_cast<const uint8_t*>(vc);
             norm(L.attn_norm, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb, qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr,
-                 qkv_xq ? xq : nullptr, &pf);
+                 qkv_xq ? xq : nullptr);
             cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
                 joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);

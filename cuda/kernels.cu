@@ -186,37 +186,9 @@ void to_f16(const float* x, __half* y, int64_t n, cudaStream_t stream) {
 #endif
 constexpr bool kRowPrewait = MINFER_ROW_PREWAIT != 0;
 
-// The decode attention's earlier keys into L2 from the RMSNorm's launch (nr::kv_prefetch): its extra blocks
-// make about MINFER_KV_PREFETCH_WARPS warps (the norm's block size, at most two blocks an SM) and ask for
-// at most MINFER_KV_PREFETCH_MB megabytes a layer (0: no prefetch) of the first keys of each row (the
-// step's budget shared by its rows: L2 holds 50 MB on the H100 and the H200, and the q/k/v weights pass
-// through it too). MINFER_KV_PREFETCH_BULK: the tensor memory accelerator's bulk form, a page a request,
-// instead of a line a lane; MINFER_KV_PREFETCH_EARLY: asked before pdl_wait, under the down projection
-// before, instead of after it. Written without a GPU (2026-12-06, twenty-second session): off (0) until
-// measured; 24 is the first budget to try.
-#ifndef MINFER_KV_PREFETCH_MB
-#define MINFER_KV_PREFETCH_MB 0
-#endif
-#ifndef MINFER_KV_PREFETCH_WARPS
-#define MINFER_KV_PREFETCH_WARPS 1024
-#endif
-#ifndef MINFER_KV_PREFETCH_BULK
-#define MINFER_KV_PREFETCH_BULK 0
-#endif
-#ifndef MINFER_KV_PREFETCH_EARLY
-#define MINFER_KV_PREFETCH_EARLY 0
-#endif
-constexpr int kPfForm = (MINFER_KV_PREFETCH_BULK ? nr::kPfBulk : 0) | (MINFER_KV_PREFETCH_EARLY ? 0 : nr::kPfAfterWait);
-
-int kv_prefetch_keys(int rows, int row_bytes) {
-    if (MINFER_KV_PREFETCH_MB <= 0 || rows <= 0 || row_bytes <= 0) return 0;
-    const int64_t keys = (int64_t{MINFER_KV_PREFETCH_MB} << 20) / (int64_t{2} * row_bytes * rows);
-    return static_cast<int>(std::min<int64_t>(keys, 1 << 30) >> kKvPageShift << kKvPageShift);
-}
-
 namespace {
 void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
-                     __half* out16, void* xq, const KvPrefetch* pf = nullptr) {
+                     __half* out16, void* xq) {
     if (!out && !out16) fail(MINFER_ERR_INTERNAL, "rms_norm: no output");
     if (add && (add == out || add == x || out == x))
         fail(MINFER_ERR_INTERNAL, "rms_norm: with a residual add, x, its input and the output must be apart");
@@ -227,21 +199,10 @@ void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const fl
     if (xq && (dim % 32 != 0 || !aligned || dim > nr::kRmsVec * 4 * 1024))
         fail(MINFER_ERR_INTERNAL, "rms_norm: a quantized copy needs aligned rows of a multiple of 32 (%d)", dim);
     const bool vec = aligned && nr::rms_vec(dim);
-    const int threads = nr::rms_threads(dim, vec);
-    KvPrefetch none;
-    if (pf && pf->max_keys > 0) {
-        if (pf->rows != rows || pf->row_bytes % 16 != 0 || pf->max_keys % (1 << kKvPageShift) != 0 || !pf->pos)
-            fail(MINFER_ERR_INTERNAL, "rms_norm: a KV prefetch of %d rows (%d bytes, %d keys) for %lld rows", pf->rows, pf->row_bytes,
-                 pf->max_keys, static_cast<long long>(rows));
-    } else {
-        pf = &none;
-    }
-    // (the loop kernel, for rows the vector one does not take, never prefetches)
-    const int pf_blocks = vec && pf->max_keys > 0 ? std::min((MINFER_KV_PREFETCH_WARPS * 32 + threads - 1) / threads, 2 * sm_count()) : 0;
-    const dim3 grid(static_cast<unsigned>(rows + pf_blocks)), block(static_cast<unsigned>(threads));
+    const dim3 grid(static_cast<unsigned>(rows)), block(static_cast<unsigned>(nr::rms_threads(dim, vec)));
     if (vec) {
-        check(launch_pdl(add ? nr::rms_norm_vec_kernel<true, kRowPrewait, kPfForm> : nr::rms_norm_vec_kernel<false, kRowPrewait, kPfForm>,
-                         grid, block, 0, stream, x, add, dim, w, eps, out, out16, static_cast<uint8_t*>(xq), static_cast<int>(rows), *pf),
+        check(launch_pdl(add ? nr::rms_norm_vec_kernel<true, kRowPrewait> : nr::rms_norm_vec_kernel<false, kRowPrewait>, grid, block, 0,
+                         stream, x, add, dim, w, eps, out, out16, static_cast<uint8_t*>(xq)),
               "rms_norm");
     } else {
         check(launch_pdl(nr::rms_norm_kernel, grid, block, 0, stream, x, add, dim, w, eps, out, out16), "rms_norm");
@@ -250,9 +211,9 @@ void launch_rms_norm(float* x, const float* add, int64_t rows, int dim, const fl
 }  // namespace
 
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream, __half* out16,
-              void* xq, const KvPrefetch* pf) {
+              void* xq) {
     // x is only read without an add: the kernels' pointer is writable for the add's sake alone
-    launch_rms_norm(const_cast<float*>(x), nullptr, rows, dim, w, eps, out, stream, out16, xq, pf);
+    launch_rms_norm(const_cast<float*>(x), nullptr, rows, dim, w, eps, out, stream, out16, xq);
 }
 
 void add_rms_norm(float* x, const float* add, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,

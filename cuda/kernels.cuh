@@ -146,13 +146,8 @@ void gemm_fused(quant::Type t, const __half* a, const void* w, float* c, int m, 
 // out may be null (only the f16 copy is written, for a GEMM that reads nothing else). xq
 // (optional; dim a multiple of 32): also writes each row quantized as quantize_x would (matvec_xq_bytes(dim)
 // bytes per row).
-// pf (optional, decode rows): the launch also brings the rows' earlier keys and values into L2 for the
-// layer's attention (cuda/norm_rope.cuh, kv_prefetch; pf->max_keys from kv_prefetch_keys).
 void rms_norm(const float* x, int64_t rows, int dim, const float* w, float eps, float* out, cudaStream_t stream,
-              __half* out16 = nullptr, void* xq = nullptr, const KvPrefetch* pf = nullptr);
-// The keys a row of a decode step of `rows` rows brings into L2 (KvPrefetch::max_keys): the build's budget
-// (MINFER_KV_PREFETCH_MB, cuda/kernels.cu) shared by the rows, in whole pages; 0 where the build has none.
-int kv_prefetch_keys(int rows, int row_bytes);
+              __half* out16 = nullptr, void* xq = nullptr);
 // rms_norm of x + add (rows like x), the sum written back to x first: a residual add deferred from the
 // GEMM before it (MINFER_DEFER_RESIDUAL), one f32 addition a value as the GEMM's epilogue adds it. x,
 // add and out are three different arrays (the sum stays in x).

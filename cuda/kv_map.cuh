@@ -25,16 +25,4 @@ __device__ __forceinline__ int64_t kv_row(const KvMap& m, int t, int p) {
            (p & ((1 << kKvPageShift) - 1));
 }
 
-// What the RMSNorm's extra blocks bring into L2 ahead of a decode step's attention (cuda/norm_rope.cuh,
-// kv_prefetch, says how).
-struct KvPrefetch {
-    const uint8_t* k = nullptr;  // the layer's caches, [cache rows][row_bytes]
-    const uint8_t* v = nullptr;
-    KvMap map;                   // map.slot (or slot0): each decode row's sequence
-    const int32_t* pos = nullptr;
-    int rows = 0;
-    int row_bytes = 0;  // n_head_kv * head_dim * 2 (a multiple of 16)
-    int max_keys = 0;   // 0: nothing to fetch
-};
-
 }  // namespace minfer::cuda

@@ -130,16 +130,4 @@ __device__ __forceinline__ uint2 ld_w64(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t ld_w32(const uint32_t* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t ld_w16(const uint16_t* p) { return __ldg(p); }
 
-// Hints that bring global memory into L2 for a later kernel (nr::kv_prefetch): the 128-byte line that
-// holds p, or (sm_90, the tensor memory accelerator) `bytes` bytes from p, both 16-byte multiples. Nothing
-// comes back to the thread, and the data may be gone again before it is read: a hint, never a dependency.
-__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
-#else
-    for (uint32_t off = 0; off < bytes; off += 128) prefetch_l2(static_cast<const uint8_t*>(p) + off);
-#endif
-}
-
 }  // namespace minfer::cuda::mv

@@ -73,55 +73,12 @@ inline int rms_threads(int dim, bool vec) {
     const int threads = ((dim + per - 1) / per + 31) / 32 * 32;
     return threads < 32 ? 32 : threads > 1024 ? 1024 : threads;
 }
-// ---- the decode attention's keys into L2, from the RMSNorm's launch ----
-//
-// A decode step reads every earlier key and value of the layer once, in its attention, a launch of one wave
-// that copies each block's chunk and then computes: about 1.5 TB/s at 8,192 keys (docs/perf.md). Those
-// rows were written by earlier steps, so they can be fetched before the step needs them. The layer's RMSNorm
-// launch (its first kernel) takes extra blocks that ask L2 for them; the q/k/v mat-vec and qkv_finish run
-// (little DRAM traffic of their own) while they arrive, and the attention then reads L2. KvPrefetch says
-// what: rows `rows` decode rows (the norm's rows, one token each), row r at position pos[r] in map's
-// slot for it; keys 0 .. min(pos[r], max_keys) - 1 of each (this step's key, at pos[r], is written later,
-// by qkv_finish), their K and V rows (row_bytes each) in pages of 1 << kKvPageShift rows. max_keys (a
-// multiple of the page) bounds the bytes by L2's size: lines that do not fit would push out others first.
-// (KvPrefetch is in cuda/kv_map.cuh, for the launchers' header.)
-
-// Block b of nb prefetch blocks: warp-sized items (row, page, K or V), each one page's span of one cache:
-// one page-table read, then the span's 128-byte lines spread over the lanes (kBulk: lane 0 asks the tensor
-// memory accelerator for the span instead). After pdl_wait (kAfterWait): the kernel before (the layer
-// before's down projection) streams its weights through L2 until it ends, and would push the lines out.
-template <bool kBulk, bool kAfterWait>
-__device__ __forceinline__ void kv_prefetch(const KvPrefetch& pf, int b, int nb) {
-    if (kAfterWait) pdl_enter<kEarlyNorm>();  // (otherwise the block never waits: it reads nothing the step writes)
-    const int warps = static_cast<int>(blockDim.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    const int pages = pf.max_keys >> kKvPageShift, items = pf.rows * pages * 2;
-    for (int i = b * warps + static_cast<int>(threadIdx.x) / 32; i < items; i += nb * warps) {
-        const int r = i / (2 * pages), p = i % (2 * pages) / 2;
-        const int keys = min(pf.pos[r], pf.max_keys), k0 = p << kKvPageShift;
-        if (k0 >= keys) continue;  // warp-uniform
-        const int64_t at = kv_row(pf.map, r, k0) * pf.row_bytes;
-        const uint8_t* span = (i % 2 ? pf.v : pf.k) + at;
-        const int bytes = min(keys - k0, 1 << kKvPageShift) * pf.row_bytes;
-        if (kBulk) {
-            if (lane == 0) mv::prefetch_l2_bulk(span, static_cast<uint32_t>(bytes));
-        } else {
-            for (int off = 128 * lane; off < bytes; off += 128 * 32) mv::prefetch_l2(span + off);
-        }
-    }
-}
-
 // kEarly: the norm's weights (which nothing writes) are loaded before pdl_wait, so their latency is
 // spent under the kernel before instead of after it (MINFER_ROW_PREWAIT, cuda/kernels.cu); the same
-// arithmetic either way. Blocks `rows` and after (none without prefetch) run kv_prefetch<kPf...>.
-constexpr int kPfBulk = 1, kPfAfterWait = 2;  // kv_prefetch's template flags as the kernel's kPf bits
-template <bool kAdd, bool kEarly, int kPf = kPfAfterWait>
+// arithmetic either way.
+template <bool kAdd, bool kEarly>
 __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const float* add, int dim, const float* w, float eps,
-                                                            float* out, __half* out16, uint8_t* xq, int rows, KvPrefetch pf) {
-    if (static_cast<int>(blockIdx.x) >= rows) {  // block-uniform
-        kv_prefetch<(kPf & kPfBulk) != 0, (kPf & kPfAfterWait) != 0>(pf, static_cast<int>(blockIdx.x) - rows,
-                                                                      static_cast<int>(gridDim.x) - rows);
-        return;
-    }
+                                                            float* out, __half* out16, uint8_t* xq) {
     const float4* wv = reinterpret_cast<const float4*>(w);
     const int n4 = dim / 4;
     float4 v[kRmsVec], g[kRmsVec], d[kRmsVec];
@@ -170,7 +127,7 @@ __global__ __launch_bounds__(1024) void rms_norm_vec_kernel(float* x, const floa
                 h[1] = __halves2half2(__float2half_rn(y.z), __float2half_rn(y.w));
             }
         }
-        if (xq) mv::xq_put4(y, 4 * int64_t{i}, dim, xq, i < n4, static_cast<int>(blockIdx.x), rows);  // warp-uniform
+        if (xq) mv::xq_put4(y, 4 * int64_t{i}, dim, xq, i < n4, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));  // warp-uniform
     }
 }
 

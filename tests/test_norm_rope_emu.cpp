@@ -15,7 +15,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <set>
 #include <vector>
 
 #include "cuda/norm_rope.cuh"  // with tests/emu first on the include path: the emulated CUDA
@@ -52,10 +51,10 @@ void run_norm(const Config& cfg, std::vector<float>& x, std::vector<float>* add,
     const bool vec = nr::rms_vec(dim);  // the launcher's choice (cuda/kernels.cu) for aligned rows
     emu_test::launch(rows, nr::rms_threads(dim, vec), 0, cfg, [&] {
         if (!vec) nr::rms_norm_kernel(x.data(), d, dim, w.data(), eps, out.data(), o16);
-        else if (d && early) nr::rms_norm_vec_kernel<true, true>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr, rows, {});
-        else if (d) nr::rms_norm_vec_kernel<true, false>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr, rows, {});
-        else if (early) nr::rms_norm_vec_kernel<false, true>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr, rows, {});
-        else nr::rms_norm_vec_kernel<false, false>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr, rows, {});
+        else if (d && early) nr::rms_norm_vec_kernel<true, true>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr);
+        else if (d) nr::rms_norm_vec_kernel<true, false>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr);
+        else if (early) nr::rms_norm_vec_kernel<false, true>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr);
+        else nr::rms_norm_vec_kernel<false, false>(x.data(), d, dim, w.data(), eps, out.data(), o16, nullptr);
     });
 }
 
@@ -340,88 +339,5 @@ TEST_CASE("qkv_finish: the RoPE table gives the rotations it computes, read only
                         unwritten += table.v[static_cast<size_t>(p * kv_dim + e)] == 0x7e00;
                     }
                 CHECK(unwritten == 0);
-            }
-}
-
-// The RMSNorm launch's extra blocks (nr::kv_prefetch, in each of its forms) ask L2 for exactly the
-// 128-byte lines of the decode rows' earlier keys and values: for row r at position pos[r] in its slot's
-// pages, keys 0 .. min(pos[r], max_keys) - 1 of both caches, no line of another key (this step's key, at
-// pos[r], is written after the norm), of another slot or past the budget. The norm's own rows are the
-// same bytes (f32, f16 and int8) as in a launch without the extra blocks. Row sizes of 2 and 8 lines a
-// key and one that ends mid-line (48 bytes: a short page's last line is shared), pages shuffled over
-// three slots.
-TEST_CASE("KV prefetch: the norm's extra blocks name the decode rows' earlier K and V lines, and only those") {
-    namespace cu = minfer::cuda;
-    constexpr int kPage = 1 << cu::kKvPageShift, kLine = 128;
-    const int dim = 256, rows = 3, n_slots = 3, pages_per_slot = 24;
-    const std::vector<int32_t> slot = {2, 0, 1}, pos = {300, 0, 37};
-    std::vector<int32_t> table(static_cast<size_t>(n_slots) * pages_per_slot);
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-    std::shuffle(table.begin(), table.end(), std::mt19937(5));
-    for (const int row_bytes : {256, 1024, 48})
-        for (const int max_keys : {1024, 128})
-            for (const int form : {0, 1, 2, 3}) {
-                CAPTURE(row_bytes);
-                CAPTURE(max_keys);
-                CAPTURE(form);
-                const size_t cache_bytes = table.size() * kPage * static_cast<size_t>(row_bytes);
-                std::vector<uint8_t> store(2 * cache_bytes + 2 * kLine);
-                const auto base = (reinterpret_cast<uintptr_t>(store.data()) + kLine - 1) / kLine * kLine;
-                const auto* k = reinterpret_cast<const uint8_t*>(base);
-                const uint8_t* v = k + cache_bytes + kLine;  // apart, both line-aligned
-                cu::KvPrefetch pf;
-                pf.k = k, pf.v = v, pf.pos = pos.data(), pf.rows = rows, pf.row_bytes = row_bytes, pf.max_keys = max_keys;
-                pf.map.pages = table.data(), pf.map.slot = slot.data(), pf.map.stride = pages_per_slot;
-                const std::vector<float> x0 = normal(static_cast<size_t>(rows) * dim, 31), w = normal(static_cast<size_t>(dim), 32);
-                std::vector<float> out_pf, out_plain;
-                std::vector<uint16_t> o16_pf, o16_plain;
-                std::vector<uint8_t> xq_pf, xq_plain;
-                for (const bool with_pf : {true, false}) {
-                    std::vector<float> x = x0, out(x0.size(), kNaN);
-                    std::vector<uint16_t> o16(x0.size(), 0x7e00);
-                    std::vector<uint8_t> xq(static_cast<size_t>(rows * minfer::cuda::mv::xq_bytes(dim)), 0xee);
-                    mv_emu::readable = {{w.data(), w.size() * sizeof(float)}, {k, cache_bytes}, {v, cache_bytes}};
-                    mv_emu::prefetched.clear();
-                    const Dependent guard({region(x), region(out), region(o16), region(xq)});
-                    const int blocks = rows + (with_pf ? 4 : 0);
-                    emu_test::launch(blocks, nr::rms_threads(dim, true), 0, kConfigs[form % 2], [&] {
-                        auto* h = reinterpret_cast<__half*>(o16.data());
-                        const cu::KvPrefetch p = with_pf ? pf : cu::KvPrefetch{};
-                        switch (form) {
-                            case 0: nr::rms_norm_vec_kernel<false, false, 0>(x.data(), nullptr, dim, w.data(), 1e-6f, out.data(), h, xq.data(), rows, p); break;
-                            case 1: nr::rms_norm_vec_kernel<false, false, nr::kPfBulk>(x.data(), nullptr, dim, w.data(), 1e-6f, out.data(), h, xq.data(), rows, p); break;
-                            case 2: nr::rms_norm_vec_kernel<false, false, nr::kPfAfterWait>(x.data(), nullptr, dim, w.data(), 1e-6f, out.data(), h, xq.data(), rows, p); break;
-                            default: nr::rms_norm_vec_kernel<false, true, nr::kPfBulk | nr::kPfAfterWait>(x.data(), nullptr, dim, w.data(), 1e-6f, out.data(), h, xq.data(), rows, p);
-                        }
-                    });
-                    (with_pf ? out_pf : out_plain) = out;
-                    (with_pf ? o16_pf : o16_plain) = o16;
-                    (with_pf ? xq_pf : xq_plain) = xq;
-                    if (!with_pf) {
-                        CHECK(mv_emu::prefetched.empty());
-                        continue;
-                    }
-                    // The lines asked for, as offsets from k's start (v's lines past cache_bytes + kLine).
-                    std::set<uintptr_t> got, want;
-                    for (const mv_emu::Region& r : mv_emu::prefetched) {
-                        const uintptr_t a = reinterpret_cast<uintptr_t>(r.p) - base;
-                        for (uintptr_t l = a / kLine; l <= (a + r.n - 1) / kLine; ++l) got.insert(l);
-                    }
-                    for (int r = 0; r < rows; ++r)
-                        for (int key = 0; key < std::min(pos[static_cast<size_t>(r)], max_keys); ++key) {
-                            const int64_t row = int64_t{table[static_cast<size_t>(slot[static_cast<size_t>(r)] * pages_per_slot + key / kPage)]} * kPage + key % kPage;
-                            for (const uintptr_t at : {uintptr_t{0}, uintptr_t{cache_bytes + kLine}}) {
-                                const uintptr_t a = at + static_cast<uintptr_t>(row * row_bytes);
-                                for (uintptr_t l = a / kLine; l <= (a + row_bytes - 1) / kLine; ++l) want.insert(l);
-                            }
-                        }
-                    CHECK(!want.empty());
-                    CHECK(got == want);
-                }
-                mv_emu::readable.clear();
-                CHECK(same_bits(out_pf.data(), out_plain.data(), out_pf.size() * 4));
-                CHECK(same_bits(o16_pf.data(), o16_plain.data(), o16_pf.size() * 2));
-                CHECK(same_bits(xq_pf.data(), xq_plain.data(), xq_pf.size()));
-                CHECK(std::none_of(out_pf.begin(), out_pf.end(), [](float f) { return std::isnan(f); }));
             }
 }

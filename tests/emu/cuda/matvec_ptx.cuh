@@ -152,9 +152,6 @@ inline void check_read(const void* p, size_t n) {
     die("global read outside the registered buffers");
 }
 
-// ---- the L2 prefetch hints a kernel issued (mv::prefetch_l2, prefetch_l2_bulk): start and bytes ----
-inline std::vector<Region> prefetched;
-
 // ---- the programmatic launch's contract (cuda/pdl.cuh) ----
 // A test lists in `dependent` the memory that the kernel before writes (the kernel's inputs from it) and
 // that the kernel itself writes. Each CTA then starts with those bytes poisoned (0xff: NaN floats) and
@@ -726,18 +723,6 @@ inline uint32_t ld_w16(const uint16_t* p) {
     if (reinterpret_cast<uintptr_t>(p) % 2 != 0) mv_emu::die("unaligned 2-byte global load of weights");
     mv_emu::check_read(p, sizeof(uint16_t));
     return *p;
-}
-
-// The L2 hints record what they name (mv_emu::prefetched: start, bytes) after checking that it lies in
-// a registered buffer; the line form names the 128-byte line that holds p.
-inline void prefetch_l2(const void* p) {
-    mv_emu::check_read(p, 1);
-    mv_emu::prefetched.push_back({p, 128});
-}
-inline void prefetch_l2_bulk(const void* p, uint32_t bytes) {
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0 || bytes % 16 != 0 || bytes == 0) mv_emu::die("bulk prefetch: unaligned or empty");
-    mv_emu::check_read(p, bytes);
-    mv_emu::prefetched.push_back({p, bytes});
 }
 
 }  // namespace minfer::cuda::mv
