@@ -303,10 +303,6 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
-#ifndef MINFER_ATTN_TILE_PAGE
-#define MINFER_ATTN_TILE_PAGE 0
-#endif
-static_assert(kDecKeys == 1 << kKvPageShift && kChunkAlign % kDecKeys == 0, "a decode tile is one page of the KV cache");
 // A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
 // (the combine reads it in float4s).
 template <int HD>
@@ -402,18 +398,12 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const __half* vbase = vc + kvh * HD;
 
     // The warp's 16 keys from k0 into its slot: keys past the chunk zero-filled; key `skip` not copied.
-    // A tile is one page of the cache (k0 is a multiple of kDecKeys: chunks start at multiples of
-    // kChunkAlign, a warp's tiles 16 and 64 keys apart), so one page-table look-up finds all its rows
-    // (MINFER_ATTN_TILE_PAGE = 1; 0, the default until measured on a GPU: a look-up a copy).
     auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
-        const __half* tile = MINFER_ATTN_TILE_PAGE ? base + kv_row(kv, row, k0) * kv_dim : base;
         for (int i = lane; i < kDecKeys * CPR; i += 32) {
             const int r = i / CPR, c = i % CPR, key = k0 + r;
             if (key == skip) continue;
             const bool ok = key < p_end;
-            const __half* src = !ok                    ? base
-                                : MINFER_ATTN_TILE_PAGE ? tile + int64_t{r} * kv_dim + c * 8
-                                                        : base + kv_row(kv, row, key) * kv_dim + c * 8;
+            const __half* src = ok ? base + kv_row(kv, row, key) * kv_dim + c * 8 : base;
             mv::cp_async16<0>(slot + static_cast<uint32_t>((r * S + c * 8) * 2), src, ok ? 16 : 0);
         }
     };
