@@ -303,6 +303,10 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
+#ifndef MINFER_ATTN_TILE_PAGE
+#define MINFER_ATTN_TILE_PAGE 0
+#endif
+static_assert(kDecKeys == 1 << kKvPageShift && kChunkAlign % kDecKeys == 0, "a decode tile is one page of the KV cache");
 // A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
 // (the combine reads it in float4s).
 template <int HD>
@@ -398,13 +402,44 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const __half* vbase = vc + kvh * HD;
 
     // The warp's 16 keys from k0 into its slot: keys past the chunk zero-filled; key `skip` not copied.
+    // A tile is one page of the cache (k0 is a multiple of kDecKeys: chunks start at multiples of
+    // kChunkAlign, a warp's tiles 16 and 64 keys apart), so one page-table look-up finds all its rows
+    // (MINFER_ATTN_TILE_PAGE = 1; 0, the default until measured on a GPU: a look-up a copy). With 2, a lane
+    // also keeps one 16-byte column of the rows (32 / CPR rows a pass, unrolled), so that a copy costs an
+    // address add, a compare and the cp.async.
+    constexpr int kRowsPass = 32 / CPR;
+    static_assert(32 % CPR == 0 && kDecKeys % kRowsPass == 0, "a warp's pass covers whole rows");
+    const int lane_r = lane / CPR, lane_c = lane % CPR;
+    const uint32_t lane_dst = static_cast<uint32_t>((lane_r * S + lane_c * 8) * 2);
     auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
-        for (int i = lane; i < kDecKeys * CPR; i += 32) {
-            const int r = i / CPR, c = i % CPR, key = k0 + r;
-            if (key == skip) continue;
-            const bool ok = key < p_end;
-            const __half* src = ok ? base + kv_row(kv, row, key) * kv_dim + c * 8 : base;
-            mv::cp_async16<0>(slot + static_cast<uint32_t>((r * S + c * 8) * 2), src, ok ? 16 : 0);
+        if constexpr (MINFER_ATTN_TILE_PAGE == 2) {
+            const __half* src = base + (kv_row(kv, row, k0) + lane_r) * kv_dim + lane_c * 8;
+            const int64_t pass = int64_t{kRowsPass} * kv_dim;  // elements between a lane's rows
+            const uint32_t dst = slot + lane_dst;
+            if (k0 + kDecKeys <= p_end && (skip < k0 || skip >= k0 + kDecKeys)) {  // warp-uniform: a whole tile
+#pragma unroll
+                for (int j = 0; j < kDecKeys / kRowsPass; ++j)
+                    mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), src + j * pass, 16);
+            } else {
+#pragma unroll
+                for (int j = 0; j < kDecKeys / kRowsPass; ++j) {
+                    const int key = k0 + lane_r + kRowsPass * j;
+                    if (key == skip) continue;
+                    const bool ok = key < p_end;
+                    mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), ok ? src + j * pass : base, ok ? 16 : 0);
+                }
+            }
+        } else {
+            const __half* tile = MINFER_ATTN_TILE_PAGE ? base + kv_row(kv, row, k0) * kv_dim : base;
+            for (int i = lane; i < kDecKeys * CPR; i += 32) {
+                const int r = i / CPR, c = i % CPR, key = k0 + r;
+                if (key == skip) continue;
+                const bool ok = key < p_end;
+                const __half* src = !ok                    ? base
+                                    : MINFER_ATTN_TILE_PAGE ? tile + int64_t{r} * kv_dim + c * 8
+                                                            : base + kv_row(kv, row, key) * kv_dim + c * 8;
+                mv::cp_async16<0>(slot + static_cast<uint32_t>((r * S + c * 8) * 2), src, ok ? 16 : 0);
+            }
         }
     };
     const int last = L - 1;  // this step's key: written by the kernel before this one
