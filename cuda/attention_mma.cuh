@@ -407,13 +407,25 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     // (MINFER_ATTN_TILE_PAGE = 1; 0, the default until measured on a GPU: a look-up a copy). With 2, a lane
     // also keeps one 16-byte column of the rows (32 / CPR rows a pass, unrolled), so that a copy costs an
     // address add, a compare and the cp.async.
+    // The cache row of the warp's tile starting at key k0 (a multiple of kDecKeys). Form 2 reads the warp's
+    // first 32 tiles' page-table entries up front, lane j the one of tile j, before any copy (page tables
+    // are written before the step's first kernel), so a refill does not wait for a look-up.
+    const int kw = p_begin + kDecKeys * warp;  // the warp's first key; tile t starts at kw + kStep t
+    constexpr int kStep = kWarps * kDecKeys;
+    int lane_tile_row = 0;  // a row index fits an int: 2^31 rows of a layer would take terabytes
+    if (MINFER_ATTN_TILE_PAGE == 2 && kw + kStep * lane < p_end) lane_tile_row = static_cast<int>(kv_row(kv, row, kw + kStep * lane));
+    auto tile_row = [&](int k0) -> int64_t {  // the whole warp calls it
+        const int ti = (k0 - kw) / kStep;
+        const int r = __shfl_sync(kAll, lane_tile_row, ti & 31);
+        return ti < 32 ? int64_t{r} : kv_row(kv, row, k0);
+    };
     constexpr int kRowsPass = 32 / CPR;
     static_assert(32 % CPR == 0 && kDecKeys % kRowsPass == 0, "a warp's pass covers whole rows");
     const int lane_r = lane / CPR, lane_c = lane % CPR;
     const uint32_t lane_dst = static_cast<uint32_t>((lane_r * S + lane_c * 8) * 2);
     auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
         if constexpr (MINFER_ATTN_TILE_PAGE == 2) {
-            const __half* src = base + (kv_row(kv, row, k0) + lane_r) * kv_dim + lane_c * 8;
+            const __half* src = base + (tile_row(k0) + lane_r) * kv_dim + lane_c * 8;
             const int64_t pass = int64_t{kRowsPass} * kv_dim;  // elements between a lane's rows
             const uint32_t dst = slot + lane_dst;
             if (k0 + kDecKeys <= p_end && (skip < k0 || skip >= k0 + kDecKeys)) {  // warp-uniform: a whole tile
@@ -443,8 +455,6 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         }
     };
     const int last = L - 1;  // this step's key: written by the kernel before this one
-    const int kw = p_begin + kDecKeys * warp;  // the warp's first key; tile t starts at kw + kStep t
-    constexpr int kStep = kWarps * kDecKeys;
     const bool active = kw < p_end;  // the warp has keys
     // The first kDecSlots tiles, K and V each a group (possibly empty: the waits count groups); before
     // pdl_wait all but this step's key, which goes after it (MINFER_ATTN_EARLY = 0: everything after it).
