@@ -332,9 +332,21 @@ template <int HD>
 constexpr int dec_q_bytes() {
     return 2 * 16 * row_stride<HD>() * 2;
 }
+// MINFER_ATTN_LEAN (the A/B knob; both forms give the same bits): 1 skips the rescale of O and l on a tile
+// where no row's maximum grew (and on a warp's first tile, whose O and l are zeros), masks only a tile
+// that reaches past the chunk, and pads the merge's O rows by 8 floats (unpadded, the 8 lanes of a quad
+// column store to one bank) with paired stores.
+#ifndef MINFER_ATTN_LEAN
+#define MINFER_ATTN_LEAN 0
+#endif
+template <int HD>
+constexpr int dec_merge_stride() {
+    return MINFER_ATTN_LEAN ? HD + 8 : HD;
+}
 template <int HD>
 constexpr int dec_smem_bytes() {
-    constexpr int slots = kWarps * kDecSlots * 2 * kDecKeys * row_stride<HD>() * 2, merge = (kWarps * 16 * HD + 2 * kWarps * 16) * 4;
+    constexpr int slots = kWarps * kDecSlots * 2 * kDecKeys * row_stride<HD>() * 2,
+                  merge = (kWarps * 16 * dec_merge_stride<HD>() + 2 * kWarps * 16) * 4;
     return dec_q_bytes<HD>() + (slots > merge ? slots : merge);
 }
 
@@ -532,28 +544,40 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         __syncwarp();  // the K slot is read
         if (k_refill < p_end) copy_tile(ks, kbase, k_refill, -1);
         mv::cp_async_commit();  // possibly empty: keeps the waits' counts
+        const bool partial = !MINFER_ATTN_LEAN || k0 + kDecKeys > p_end;  // warp-uniform
+        float mx[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float mx = m[r];
+            mx[r] = m[r];
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    if (k0 + 8 * nt + 2 * t + e >= p_end) sc[nt][2 * r + e] = -INFINITY;
-                    mx = fmaxf(mx, sc[nt][2 * r + e]);
+                    if (partial && k0 + 8 * nt + 2 * t + e >= p_end) sc[nt][2 * r + e] = -INFINITY;
+                    mx[r] = fmaxf(mx[r], sc[nt][2 * r + e]);
                 }
             }
-            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
-            const float alpha = exp2f(m[r] - mx);  // 0 on the first tile (the tile has a key: mx is finite)
-            m[r] = mx;
-            l[r] *= alpha;
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 2));
+        }
+        // O and l scaled by exp2(m - mx) (0 on the first tile: the tile has a key, so mx is finite); where
+        // no row of the warp grew, alpha is 1 for all (MINFER_ATTN_LEAN skips it, and the first tile's zeros).
+        if (!MINFER_ATTN_LEAN || (ti > 0 && __any_sync(kAll, mx[0] > m[0] || mx[1] > m[1]))) {
 #pragma unroll
-            for (int dn = 0; dn < kNTiles; ++dn) {
-                o[dn][2 * r] *= alpha;
-                o[dn][2 * r + 1] *= alpha;
+            for (int r = 0; r < 2; ++r) {
+                const float alpha = exp2f(m[r] - mx[r]);
+                l[r] *= alpha;
+#pragma unroll
+                for (int dn = 0; dn < kNTiles; ++dn) {
+                    o[dn][2 * r] *= alpha;
+                    o[dn][2 * r + 1] *= alpha;
+                }
             }
-            const float base = mx - kPScale;
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            m[r] = mx[r];
+            const float base = mx[r] - kPScale;
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
                 sc[nt][2 * r] = exp2f(sc[nt][2 * r] - base);  // 0 past the chunk
@@ -586,8 +610,9 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
 
     // Merge the warps: each one's m, l (summed over its quad) and O rows into shared memory (the slots).
     __syncthreads();  // every warp is done with its slots
-    float* mo = reinterpret_cast<float*>(mv::mv_smem + dec_q_bytes<HD>());  // [warp][16][HD]
-    float* mm = mo + kWarps * 16 * HD;                                        // [warp][16]
+    float* mo = reinterpret_cast<float*>(mv::mv_smem + dec_q_bytes<HD>());  // [warp][16][MS]
+    constexpr int MS = dec_merge_stride<HD>();
+    float* mm = mo + kWarps * 16 * MS;                                        // [warp][16]
     float* ml = mm + kWarps * 16;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -600,10 +625,8 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
             ml[rr] = sum;
         }
 #pragma unroll
-        for (int dn = 0; dn < kNTiles; ++dn) {
-            mo[rr * HD + dn * 8 + 2 * t] = o[dn][2 * r];
-            mo[rr * HD + dn * 8 + 2 * t + 1] = o[dn][2 * r + 1];
-        }
+        for (int dn = 0; dn < kNTiles; ++dn)
+            *reinterpret_cast<float2*>(mo + rr * MS + dn * 8 + 2 * t) = make_float2(o[dn][2 * r], o[dn][2 * r + 1]);
     }
     __syncthreads();
     // Thread i of a pass takes 4 consecutive dimensions of one head (8 threads a 32-dimension block of xq:
@@ -621,7 +644,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         for (int w = 0; w < kWarps; ++w) {
             const float mw = mm[w * 16 + r];
             const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - M);  // a warp without keys adds nothing
-            const float4 ow = *reinterpret_cast<const float4*>(mo + (w * 16 + r) * HD + d);
+            const float4 ow = *reinterpret_cast<const float4*>(mo + (w * 16 + r) * MS + d);
             acc[0] += wt * ow.x;
             acc[1] += wt * ow.y;
             acc[2] += wt * ow.z;

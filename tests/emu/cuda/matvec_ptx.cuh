@@ -480,6 +480,24 @@ inline float __shfl_sync(unsigned, float v, int src) {
     mv_emu::sync_warp();
     return r;
 }
+inline int __shfl_sync(unsigned, int v, int src) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    const int l = mv_emu::lane();
+    w.i[l] = v;
+    mv_emu::sync_warp();
+    const int r = w.i[src & 31];
+    mv_emu::sync_warp();
+    return r;
+}
+inline bool __any_sync(unsigned, bool p) {
+    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
+    w.i[mv_emu::lane()] = p;
+    mv_emu::sync_warp();
+    bool any = false;
+    for (int l = 0; l < 32; ++l) any = any || w.i[l] != 0;
+    mv_emu::sync_warp();
+    return any;
+}
 inline float4 __ldg(const float4* p) {  // LDG.128: 16-byte aligned on the GPU (host float4 is 4-aligned)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0) mv_emu::die("unaligned 16-byte global load of x");
     mv_emu::check_read(p, sizeof(float4));
