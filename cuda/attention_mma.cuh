@@ -303,9 +303,6 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
-#ifndef MINFER_ATTN_TILE_PAGE
-#define MINFER_ATTN_TILE_PAGE 0
-#endif
 static_assert(kDecKeys == 1 << kKvPageShift && kChunkAlign % kDecKeys == 0, "a decode tile is one page of the KV cache");
 // A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
 // (the combine reads it in float4s).
@@ -332,16 +329,11 @@ template <int HD>
 constexpr int dec_q_bytes() {
     return 2 * 16 * row_stride<HD>() * 2;
 }
-// MINFER_ATTN_LEAN (the A/B knob; both forms give the same bits): 1 skips the rescale of O and l on a tile
-// where no row's maximum grew (and on a warp's first tile, whose O and l are zeros), masks only a tile
-// that reaches past the chunk, and pads the merge's O rows by 8 floats (unpadded, the 8 lanes of a quad
-// column store to one bank) with paired stores.
-#ifndef MINFER_ATTN_LEAN
-#define MINFER_ATTN_LEAN 0
-#endif
+// The merge's O rows are padded by 8 floats: unpadded (128 floats apart), the 8 lanes of a quad column
+// store to one bank.
 template <int HD>
 constexpr int dec_merge_stride() {
-    return MINFER_ATTN_LEAN ? HD + 8 : HD;
+    return HD + 8;
 }
 template <int HD>
 constexpr int dec_smem_bytes() {
@@ -415,17 +407,16 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
 
     // The warp's 16 keys from k0 into its slot: keys past the chunk zero-filled; key `skip` not copied.
     // A tile is one page of the cache (k0 is a multiple of kDecKeys: chunks start at multiples of
-    // kChunkAlign, a warp's tiles 16 and 64 keys apart), so one page-table look-up finds all its rows
-    // (MINFER_ATTN_TILE_PAGE = 1; 0, the default until measured on a GPU: a look-up a copy). With 2, a lane
-    // also keeps one 16-byte column of the rows (32 / CPR rows a pass, unrolled), so that a copy costs an
-    // address add, a compare and the cp.async.
-    // The cache row of the warp's tile starting at key k0 (a multiple of kDecKeys). Form 2 reads the warp's
-    // first 32 tiles' page-table entries up front, lane j the one of tile j, before any copy (page tables
-    // are written before the step's first kernel), so a refill does not wait for a look-up.
+    // kChunkAlign, a warp's tiles 16 and 64 keys apart), so one page-table entry finds all its rows; lane j
+    // reads the entry of the warp's tile j up front, before any copy (page tables are written before the
+    // step's first kernel), so a refill does not wait for a look-up (tiles past the 32nd look theirs up).
+    // A lane keeps one 16-byte column of the rows, 32 / CPR rows a pass: a whole tile's copy is an address
+    // add and a cp.async a row (before: a look-up a copy and the index arithmetic; 2026-12-07, with the
+    // softmax's skipped rescales below, tg128 @ d8192 +3-5% on the H100, docs/perf.md).
     const int kw = p_begin + kDecKeys * warp;  // the warp's first key; tile t starts at kw + kStep t
     constexpr int kStep = kWarps * kDecKeys;
     int lane_tile_row = 0;  // a row index fits an int: 2^31 rows of a layer would take terabytes
-    if (MINFER_ATTN_TILE_PAGE == 2 && kw + kStep * lane < p_end) lane_tile_row = static_cast<int>(kv_row(kv, row, kw + kStep * lane));
+    if (kw + kStep * lane < p_end) lane_tile_row = static_cast<int>(kv_row(kv, row, kw + kStep * lane));
     auto tile_row = [&](int k0) -> int64_t {  // the whole warp calls it
         const int ti = (k0 - kw) / kStep;
         const int r = __shfl_sync(kAll, lane_tile_row, ti & 31);
@@ -436,33 +427,20 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const int lane_r = lane / CPR, lane_c = lane % CPR;
     const uint32_t lane_dst = static_cast<uint32_t>((lane_r * S + lane_c * 8) * 2);
     auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
-        if constexpr (MINFER_ATTN_TILE_PAGE == 2) {
-            const __half* src = base + (tile_row(k0) + lane_r) * kv_dim + lane_c * 8;
-            const int64_t pass = int64_t{kRowsPass} * kv_dim;  // elements between a lane's rows
-            const uint32_t dst = slot + lane_dst;
-            if (k0 + kDecKeys <= p_end && (skip < k0 || skip >= k0 + kDecKeys)) {  // warp-uniform: a whole tile
+        const __half* src = base + (tile_row(k0) + lane_r) * kv_dim + lane_c * 8;
+        const int64_t pass = int64_t{kRowsPass} * kv_dim;  // elements between a lane's rows
+        const uint32_t dst = slot + lane_dst;
+        if (k0 + kDecKeys <= p_end && (skip < k0 || skip >= k0 + kDecKeys)) {  // warp-uniform: a whole tile
 #pragma unroll
-                for (int j = 0; j < kDecKeys / kRowsPass; ++j)
-                    mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), src + j * pass, 16);
-            } else {
-#pragma unroll
-                for (int j = 0; j < kDecKeys / kRowsPass; ++j) {
-                    const int key = k0 + lane_r + kRowsPass * j;
-                    if (key == skip) continue;
-                    const bool ok = key < p_end;
-                    mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), ok ? src + j * pass : base, ok ? 16 : 0);
-                }
-            }
+            for (int j = 0; j < kDecKeys / kRowsPass; ++j)
+                mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), src + j * pass, 16);
         } else {
-            const __half* tile = MINFER_ATTN_TILE_PAGE ? base + kv_row(kv, row, k0) * kv_dim : base;
-            for (int i = lane; i < kDecKeys * CPR; i += 32) {
-                const int r = i / CPR, c = i % CPR, key = k0 + r;
+#pragma unroll
+            for (int j = 0; j < kDecKeys / kRowsPass; ++j) {
+                const int key = k0 + lane_r + kRowsPass * j;
                 if (key == skip) continue;
                 const bool ok = key < p_end;
-                const __half* src = !ok                    ? base
-                                    : MINFER_ATTN_TILE_PAGE ? tile + int64_t{r} * kv_dim + c * 8
-                                                            : base + kv_row(kv, row, key) * kv_dim + c * 8;
-                mv::cp_async16<0>(slot + static_cast<uint32_t>((r * S + c * 8) * 2), src, ok ? 16 : 0);
+                mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), ok ? src + j * pass : base, ok ? 16 : 0);
             }
         }
     };
@@ -544,7 +522,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         __syncwarp();  // the K slot is read
         if (k_refill < p_end) copy_tile(ks, kbase, k_refill, -1);
         mv::cp_async_commit();  // possibly empty: keeps the waits' counts
-        const bool partial = !MINFER_ATTN_LEAN || k0 + kDecKeys > p_end;  // warp-uniform
+        const bool partial = k0 + kDecKeys > p_end;  // warp-uniform: only such a tile has keys to mask
         float mx[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
@@ -560,9 +538,9 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 1));
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(kAll, mx[r], 2));
         }
-        // O and l scaled by exp2(m - mx) (0 on the first tile: the tile has a key, so mx is finite); where
-        // no row of the warp grew, alpha is 1 for all (MINFER_ATTN_LEAN skips it, and the first tile's zeros).
-        if (!MINFER_ATTN_LEAN || (ti > 0 && __any_sync(kAll, mx[0] > m[0] || mx[1] > m[1]))) {
+        // O and l scaled by exp2(m - mx): skipped on the warp's first tile (O and l are zeros) and where no
+        // row of the warp grew (alpha is 1 for all): the same bits, without 64 multiplies a tile.
+        if (ti > 0 && __any_sync(kAll, mx[0] > m[0] || mx[1] > m[1])) {
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const float alpha = exp2f(m[r] - mx[r]);

@@ -296,7 +296,7 @@ TEST_CASE("decode attention (tensor cores, emulated): against a float64 attentio
         {2, 1, 128, 200, {12800}, false},            // head_dim 128 in the combine: 200 chunks, four batches
         {4, 2, 128, 80, {5000, 300}, true},          // for warps 0-7; 79 and 5 chunks of one launch's 80
         {2, 1, 64, 1, {2207}, true},                 // one chunk of 2,207 keys: warps past 32 tiles, whose page
-                                                     // look-ups are not read ahead (MINFER_ATTN_TILE_PAGE = 2)
+                                                     // look-ups are not read ahead; one key short of a tile
     };
     uint64_t seed = 9100;
     for (const DecodeCase& cs : cases) {
