@@ -38,6 +38,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/early_trigger.h"  // pdl_enter's bits (cuda/pdl.cuh)
@@ -453,42 +454,27 @@ inline double half_of(uint32_t v, int i) { return h(i ? v >> 16 : v & 0xffffu); 
 
 inline void __syncwarp(unsigned = 0xffffffffu) { mv_emu::sync_warp(); }
 inline void __syncthreads() { mv_emu::sync_cta(); }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
-    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
-    const int l = mv_emu::lane();
-    w.f[l] = v;
-    mv_emu::sync_warp();
-    const float r = w.f[l ^ o];
-    mv_emu::sync_warp();
+namespace mv_emu {
+// A shuffle: every lane of the warp offers v and takes lane src_of(lane)'s (float and int slots).
+template <class T, class F>
+inline T shuffle(T v, F src_of) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, int>, "shuffled types");
+    auto& w = rt.ws[tid() >> 5];
+    T* slots = nullptr;
+    if constexpr (std::is_same_v<T, float>) slots = w.f;
+    else slots = w.i;
+    const int l = lane();
+    slots[l] = v;
+    sync_warp();
+    const T r = slots[src_of(l) & 31];
+    sync_warp();
     return r;
 }
-inline int __shfl_xor_sync(unsigned, int v, int o) {
-    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
-    const int l = mv_emu::lane();
-    w.i[l] = v;
-    mv_emu::sync_warp();
-    const int r = w.i[l ^ o];
-    mv_emu::sync_warp();
-    return r;
-}
-inline float __shfl_sync(unsigned, float v, int src) {
-    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
-    const int l = mv_emu::lane();
-    w.f[l] = v;
-    mv_emu::sync_warp();
-    const float r = w.f[src & 31];
-    mv_emu::sync_warp();
-    return r;
-}
-inline int __shfl_sync(unsigned, int v, int src) {
-    auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
-    const int l = mv_emu::lane();
-    w.i[l] = v;
-    mv_emu::sync_warp();
-    const int r = w.i[src & 31];
-    mv_emu::sync_warp();
-    return r;
-}
+}  // namespace mv_emu
+inline float __shfl_xor_sync(unsigned, float v, int o) { return mv_emu::shuffle(v, [o](int l) { return l ^ o; }); }
+inline int __shfl_xor_sync(unsigned, int v, int o) { return mv_emu::shuffle(v, [o](int l) { return l ^ o; }); }
+inline float __shfl_sync(unsigned, float v, int src) { return mv_emu::shuffle(v, [src](int) { return src; }); }
+inline int __shfl_sync(unsigned, int v, int src) { return mv_emu::shuffle(v, [src](int) { return src; }); }
 inline bool __any_sync(unsigned, bool p) {
     auto& w = mv_emu::rt.ws[mv_emu::tid() >> 5];
     w.i[mv_emu::lane()] = p;
