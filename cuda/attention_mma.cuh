@@ -270,12 +270,7 @@ __global__ __launch_bounds__(kThreads) void attn_prefill_mma_kernel(const float*
 #define MINFER_ATTN_MIN_CHUNK 64
 #endif
 static_assert(MINFER_ATTN_MIN_CHUNK >= 1, "decode split tunable");
-// Chunks are multiples of MINFER_ATTN_CHUNK_ALIGN keys (the A/B knob; 64: every warp of a block the same
-// number of tiles).
-#ifndef MINFER_ATTN_CHUNK_ALIGN
-#define MINFER_ATTN_CHUNK_ALIGN 32
-#endif
-constexpr int kChunkAlign = MINFER_ATTN_CHUNK_ALIGN;
+constexpr int kChunkAlign = 32;  // chunks are multiples of it
 struct DecodeSplit {
     int chunk, n_split;
 };
@@ -333,25 +328,9 @@ constexpr int kDecSlots = MINFER_ATTN_SLOTS;
 static_assert(kDecSlots >= 1 && kDecSlots <= 4, "decode attention slots a warp");
 // Dynamic shared memory: Q hi and lo (16 rows each), then per warp kDecSlots K and V slots of 16 rows;
 // the merge reuses the slots for 4 x 16 rows of O (f32) and the warps' m and l.
-// MINFER_ATTN_SWIZZLE (the A/B knob): 1, the Q, K and V tiles' rows unpadded (HD f16 each) with row r's
-// 16-byte chunk c at chunk c ^ (r & 7), so that the eight rows an ldmatrix phase reads still fall in eight
-// bank groups; 0, rows padded by 8 f16. Unpadded, two slot pairs a warp (72 KiB a block at head_dim 128)
-// leave room for three blocks an SM.
-#ifndef MINFER_ATTN_SWIZZLE
-#define MINFER_ATTN_SWIZZLE 0
-#endif
-template <int HD>
-constexpr int dec_row_bytes() {
-    return MINFER_ATTN_SWIZZLE ? HD * 2 : row_stride<HD>() * 2;
-}
-// The byte offset of 16-byte chunk c of row r in a decode Q, K or V tile.
-template <int HD>
-__device__ __forceinline__ uint32_t dec_at(int r, int c) {
-    return static_cast<uint32_t>(r * dec_row_bytes<HD>() + 16 * (MINFER_ATTN_SWIZZLE ? (c ^ (r & 7)) : c));
-}
 template <int HD>
 constexpr int dec_q_bytes() {
-    return 2 * 16 * dec_row_bytes<HD>();
+    return 2 * 16 * row_stride<HD>() * 2;
 }
 // The merge's O rows are padded by 8 floats: unpadded (128 floats apart), the 8 lanes of a quad column
 // store to one bank.
@@ -361,7 +340,7 @@ constexpr int dec_merge_stride() {
 }
 template <int HD>
 constexpr int dec_smem_bytes() {
-    constexpr int slots = kWarps * kDecSlots * 2 * kDecKeys * dec_row_bytes<HD>(),
+    constexpr int slots = kWarps * kDecSlots * 2 * kDecKeys * row_stride<HD>() * 2,
                   merge = (kWarps * 16 * dec_merge_stride<HD>() + 2 * kWarps * 16) * 4;
     return dec_q_bytes<HD>() + (slots > merge ? slots : merge);
 }
@@ -403,8 +382,8 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
                                                                     __half* __restrict__ out16, uint8_t* __restrict__ xq, int xq_row0,
                                                                     int xq_rows, bool early_trigger) {
     static_assert(HD % 16 == 0, "whole MMA tiles");
-    constexpr int CPR = HD / 8, kKSteps = HD / 16, kNTiles = HD / 8;
-    constexpr int kSlot = kDecKeys * dec_row_bytes<HD>();  // bytes of one K or V slot
+    constexpr int S = row_stride<HD>(), CPR = HD / 8, kKSteps = HD / 16, kNTiles = HD / 8;
+    constexpr int kSlot = kDecKeys * S * 2;  // bytes of one K or V slot
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int g = lane >> 2, t = lane & 3;
     const int kvh = static_cast<int>(blockIdx.x), s = static_cast<int>(blockIdx.y);
@@ -422,7 +401,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     const int p_begin = s * chunk, p_end = min(L, p_begin + chunk);
     const int64_t q_dim = int64_t{kv_dim} * group;
     const uint32_t sbase = static_cast<uint32_t>(__cvta_generic_to_shared(mv::mv_smem));
-    const uint32_t q_hi = sbase, q_lo = sbase + 16 * dec_row_bytes<HD>();
+    const uint32_t q_hi = sbase, q_lo = sbase + 16 * S * 2;
     // Tile t of the warp (keys p_begin + 64 t + 16 warp + 0..15) uses K slot k_slot(t % kDecSlots), its V
     // slot kSlot bytes after it.
     auto k_slot = [&](int j) { return sbase + dec_q_bytes<HD>() + static_cast<uint32_t>((warp * kDecSlots + j) * 2 * kSlot); };
@@ -449,20 +428,22 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     constexpr int kRowsPass = 32 / CPR;
     static_assert(32 % CPR == 0 && kDecKeys % kRowsPass == 0, "a warp's pass covers whole rows");
     const int lane_r = lane / CPR, lane_c = lane % CPR;
+    const uint32_t lane_dst = static_cast<uint32_t>((lane_r * S + lane_c * 8) * 2);
     auto copy_tile = [&](uint32_t slot, const __half* base, int k0, int skip) {
         const __half* src = base + (tile_row(k0) + lane_r) * kv_dim + lane_c * 8;
         const int64_t pass = int64_t{kRowsPass} * kv_dim;  // elements between a lane's rows
+        const uint32_t dst = slot + lane_dst;
         if (k0 + kDecKeys <= p_end && (skip < k0 || skip >= k0 + kDecKeys)) {  // warp-uniform: a whole tile
 #pragma unroll
             for (int j = 0; j < kDecKeys / kRowsPass; ++j)
-                mv::cp_async16<0>(slot + dec_at<HD>(lane_r + kRowsPass * j, lane_c), src + j * pass, 16);
+                mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), src + j * pass, 16);
         } else {
 #pragma unroll
             for (int j = 0; j < kDecKeys / kRowsPass; ++j) {
                 const int key = k0 + lane_r + kRowsPass * j;
                 if (key == skip) continue;
                 const bool ok = key < p_end;
-                mv::cp_async16<0>(slot + dec_at<HD>(lane_r + kRowsPass * j, lane_c), ok ? src + j * pass : base, ok ? 16 : 0);
+                mv::cp_async16<0>(dst + static_cast<uint32_t>(j * kRowsPass * S * 2), ok ? src + j * pass : base, ok ? 16 : 0);
             }
         }
     };
@@ -492,7 +473,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         if (MINFER_ATTN_EARLY && last < p_end && last >= k0 && last < k0 + kDecKeys) {  // warp-uniform
             for (int c = lane; c < CPR; c += 32) {
                 const int64_t off = kv_row(kv, row, last) * kv_dim + c * 8;
-                const uint32_t at = dec_at<HD>(last - k0, c);
+                const uint32_t at = static_cast<uint32_t>(((last - k0) * S + c * 8) * 2);
                 mv::cp_async16<0>(k_slot(j) + at, kbase + off, 16);
                 mv::cp_async16<0>(k_slot(j) + kSlot + at, vbase + off, 16);
             }
@@ -510,9 +491,8 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         uint32_t h0, l0, h1, l1;
         split_f16x2(v.x * qscale, v.y * qscale, h0, l0);
         split_f16x2(v.z * qscale, v.w * qscale, h1, l1);
-        const uint32_t at = dec_at<HD>(r, c / 8) + 2 * (c % 8);
-        auto* dh = reinterpret_cast<uint32_t*>(mv::mv_smem + at);
-        auto* dl = reinterpret_cast<uint32_t*>(mv::mv_smem + 16 * dec_row_bytes<HD>() + at);
+        auto* dh = reinterpret_cast<uint32_t*>(mv::mv_smem + (r * S + c) * 2);
+        auto* dl = reinterpret_cast<uint32_t*>(mv::mv_smem + 16 * S * 2 + (r * S + c) * 2);
         dh[0] = h0, dh[1] = h1, dl[0] = l0, dl[1] = l1;
     };
     auto load_q = [&](int i) {
@@ -549,11 +529,11 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
 #pragma unroll
         for (int kk = 0; kk < kKSteps; ++kk) {
             uint32_t qh[4], ql[4], b[4];
-            const uint32_t qa = dec_at<HD>((lane & 7) + 8 * ((lane >> 3) & 1), 2 * kk + (lane >> 4));
+            const uint32_t qa = static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + kk * 16 + 8 * (lane >> 4)) * 2);
             mv::ldsm_x4(qh, q_hi + qa);
             mv::ldsm_x4(ql, q_lo + qa);
             // matrices: keys 0-7 (dims kk*16, +8), keys 8-15 (the same dims)
-            mv::ldsm_x4(b, ks + dec_at<HD>((lane & 7) + 8 * (lane >> 4), 2 * kk + ((lane >> 3) & 1)));
+            mv::ldsm_x4(b, ks + static_cast<uint32_t>((((lane & 7) + 8 * (lane >> 4)) * S + kk * 16 + 8 * ((lane >> 3) & 1)) * 2));
             mv::mma(sc[0], qh[0], qh[1], qh[2], qh[3], make_uint2(b[0], b[1]));
             mv::mma(sc[0], ql[0], ql[1], ql[2], ql[3], make_uint2(b[0], b[1]));
             mv::mma(sc[1], qh[0], qh[1], qh[2], qh[3], make_uint2(b[2], b[3]));
@@ -615,7 +595,7 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
         for (int dn = 0; dn < kNTiles; dn += 2) {
             // matrices: keys 0-7 and 8-15 x dims dn*8, then the same keys x dims dn*8 + 8; transposed
             uint32_t b[4];
-            mv::ldsm_x4_trans(b, vs + dec_at<HD>((lane & 7) + 8 * ((lane >> 3) & 1), dn + (lane >> 4)));
+            mv::ldsm_x4_trans(b, vs + static_cast<uint32_t>((((lane & 7) + 8 * ((lane >> 3) & 1)) * S + dn * 8 + 8 * (lane >> 4)) * 2));
             mv::mma(o[dn], ph[0], ph[1], ph[2], ph[3], make_uint2(b[0], b[1]));
             mv::mma(o[dn], pl[0], pl[1], pl[2], pl[3], make_uint2(b[0], b[1]));
             mv::mma(o[dn + 1], ph[0], ph[1], ph[2], ph[3], make_uint2(b[2], b[3]));
