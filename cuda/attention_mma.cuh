@@ -302,9 +302,6 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #ifndef MINFER_ATTN_EARLY
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
-#ifndef MINFER_ATTN_Q_LOADS_FIRST
-#define MINFER_ATTN_Q_LOADS_FIRST 0  // the kernel's loads of q (below): 1, all before any use
-#endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
 static_assert(kDecKeys == 1 << kKvPageShift && kChunkAlign % kDecKeys == 0, "a decode tile is one page of the KV cache");
 // A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
@@ -481,35 +478,17 @@ __global__ __launch_bounds__(kThreads) void attn_decode_mma_kernel(const float* 
     }
     mv::cp_async_commit();
 
-    // Q of the block's heads, times qscale, as f16 hi and lo rows (rows past gh: zeros). q was written by the
-    // kernel before, and its loads queue behind the cache copies in flight (ncu, 2026-12-07: the first use
-    // of a load of q held 27% of the kernel's stall samples at 8,192 keys): MINFER_ATTN_Q_LOADS_FIRST = 1
-    // issues all of a thread's loads of q before any use (one round trip), 0 (the default until measured)
-    // a loop the compiler unrolls by two (two round trips at head_dim 128).
-    auto put_q = [&](int i, float4 v) {
+    // Q of the block's heads, times qscale, as f16 hi and lo rows (rows past gh: zeros).
+    for (int i = static_cast<int>(threadIdx.x); i < 16 * (HD / 4); i += kThreads) {
         const int r = i / (HD / 4), c = 4 * (i % (HD / 4));
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (r < gh) v = __ldg(reinterpret_cast<const float4*>(q + row * q_dim + int64_t{hq0 + r} * HD + c));
         uint32_t h0, l0, h1, l1;
         split_f16x2(v.x * qscale, v.y * qscale, h0, l0);
         split_f16x2(v.z * qscale, v.w * qscale, h1, l1);
         auto* dh = reinterpret_cast<uint32_t*>(mv::mv_smem + (r * S + c) * 2);
         auto* dl = reinterpret_cast<uint32_t*>(mv::mv_smem + 16 * S * 2 + (r * S + c) * 2);
         dh[0] = h0, dh[1] = h1, dl[0] = l0, dl[1] = l1;
-    };
-    auto load_q = [&](int i) {
-        const int r = i / (HD / 4), c = 4 * (i % (HD / 4));
-        return r < gh ? __ldg(reinterpret_cast<const float4*>(q + row * q_dim + int64_t{hq0 + r} * HD + c))
-                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    };
-    if constexpr (MINFER_ATTN_Q_LOADS_FIRST) {
-        constexpr int kQLoads = 16 * (HD / 4) / kThreads;
-        static_assert(16 * (HD / 4) % kThreads == 0, "whole passes over Q");
-        float4 qv[kQLoads];
-#pragma unroll
-        for (int j = 0; j < kQLoads; ++j) qv[j] = load_q(static_cast<int>(threadIdx.x) + j * kThreads);
-#pragma unroll
-        for (int j = 0; j < kQLoads; ++j) put_q(static_cast<int>(threadIdx.x) + j * kThreads, qv[j]);
-    } else {
-        for (int i = static_cast<int>(threadIdx.x); i < 16 * (HD / 4); i += kThreads) put_q(i, load_q(i));
     }
     __syncthreads();
 
