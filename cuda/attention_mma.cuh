@@ -307,7 +307,8 @@ __host__ __device__ inline DecodeSplit decode_split_for(int L, int max_splits) {
 #define MINFER_ATTN_EARLY 1  // 0: every copy after pdl_wait (the A/B knob)
 #endif
 constexpr int kDecKeys = 16;  // keys per warp and tile
-static_assert(kDecKeys == 1 << kKvPageShift && kChunkAlign % kDecKeys == 0, "a decode tile is one page of the KV cache");
+static_assert(kDecKeys == 1 << kKvPageShift, "a decode tile is one page of the KV cache");
+static_assert(kChunkAlign % (kWarps * kDecKeys) == 0, "every warp of a block as many tiles of a chunk (kChunkAlign above)");
 // A chunk's partial for one query head: its unnormalized output (HD floats), m, l, padded to 16 bytes
 // (the combine reads it in float4s).
 template <int HD>
