@@ -876,4 +876,80 @@ TEST_SUITE("sampling") {
         // drawing only the lowest ids of each group would give far fewer).
         CHECK(std::count(seen.begin(), seen.end(), true) > 3500);
     }
+
+    TEST_CASE("the draw goes in token-id order: the same u picks the same token whichever path found the candidates") {
+        // u revealed: 1000 equal logits draw token floor(1000 u) in id order (up to rounding at the edges).
+        std::vector<float> flat(1000, 0.0f);
+        // Two tokens: id 1 weighs 1 (the higher logit), id 0 a third of it: in id order token 0 is drawn
+        // exactly when u < 1/4 (in logit order it would be when u >= 3/4).
+        const std::vector<float> two = {-std::log(3.0f), 0.0f};
+        Sampler sa, sb;
+        sa.configure(plain(1.0f, 77));
+        sb.configure(plain(1.0f, 77));
+        int checked = 0, zeros = 0;
+        for (int i = 0; i < 400; ++i) {
+            const int32_t t = sa.sample(flat, {});
+            const int32_t b = sb.sample(two, {});
+            if (t == 249 || t == 250) continue;  // rounding at the boundary
+            CHECK((b == 0) == (t < 250));
+            ++checked;
+            zeros += b == 0;
+        }
+        CHECK(checked > 390);
+        CHECK(zeros > 60);  // about 100 expected
+
+        // 6,000 allowed tokens of 30,000 (more than the heap's 4,096, so the candidates found by a
+        // selection or reordered by top-p go back to id order through the vocabulary's mask), weights
+        // within a factor e of each other: no setting below cuts any, so every path has the same
+        // candidates and must draw the same tokens.
+        const size_t n = 30000;
+        std::vector<float> logits(n, -kInf);
+        uint64_t state = 11;
+        for (size_t i = 0; i < n; i += 5) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            logits[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53);
+        }
+        auto with = [](int top_k, float top_p, float min_p) {
+            minfer_sampler_params p = plain(0.9f, 5);
+            p.top_k = top_k;
+            p.top_p = top_p;
+            p.min_p = min_p;
+            return p;
+        };
+        Sampler ref;
+        ref.configure(with(0, 1.0f, 0.0f));  // temperature alone: the draw over the ids themselves
+        const std::vector<int32_t> expect = draws(ref, logits, 300);
+        const minfer_sampler_params others[] = {
+            with(6000, 1.0f, 0.0f),      // a selection (top_k > 4,096), put back in order
+            with(7000, 1.0f, 0.0f),      // the same, top_k above the candidates
+            with(0, 1.0f, 1e-30f),       // min-p: the filtered pass over the ids, in order already
+            with(0, 0.99999f, 0.0f),     // top-p over the whole vocabulary: reordered, put back
+            with(6000, 0.99999f, 0.0f),  // a selection and top-p
+            with(static_cast<int>(n), 1.0f, 0.0f),  // top_k = n: the pass over every id
+        };
+        for (const minfer_sampler_params& p : others) {
+            CAPTURE(p.top_k);
+            CAPTURE(p.top_p);
+            CAPTURE(p.min_p);
+            Sampler s;
+            s.configure(p);
+            CHECK(draws(s, logits, 300) == expect);
+        }
+        std::vector<bool> seen(n, false);
+        for (int32_t t : expect) {
+            REQUIRE(t >= 0);
+            CHECK(logits[static_cast<size_t>(t)] > -kInf);
+            seen[static_cast<size_t>(t)] = true;
+        }
+        CHECK(std::count(seen.begin(), seen.end(), true) > 250);  // 300 draws over 6,000 tokens: few repeats
+
+        // At most 4,096 candidates (the heap, then a sort by id) against the same set found by the pass
+        // over the ids: every 10th token of the 30,000 allowed.
+        std::vector<float> fewer(n, -kInf);
+        for (size_t i = 0; i < n; i += 10) fewer[i] = logits[i];
+        Sampler r2, h;
+        r2.configure(with(0, 1.0f, 0.0f));
+        h.configure(with(4000, 1.0f, 0.0f));
+        CHECK(draws(h, fewer, 300) == draws(r2, fewer, 300));
+    }
 }

@@ -24,17 +24,20 @@
 //     logit - best_logit >= log(min_p) (float); the best candidate always stays.
 //  9. Temperature: weights exp((logit - best_logit) / temperature) over what is left. (Weights are
 //     float, from an exp of plain float arithmetic, the same bits on every IEEE platform.)
-// 10. Draw: the first candidate (in the order of step 6) whose cumulative weight (summed in double)
-//     exceeds u * total.
+// 10. Draw: the first candidate in token-id order whose cumulative weight (summed in double) exceeds
+//     u * total. (Any fixed order draws each candidate with its weight; id order is the one every path
+//     reaches without sorting by logit, and the same candidates give the same draw whichever path
+//     found them.)
 //
 // Steps 7 and 8 each keep a prefix of the candidate order, and min-p's test does not depend on the
 // normalization, so the code applies min-p first (as a filter while collecting when top_k is off); the
 // top-p total is still taken over all the top-k candidates, so the result is the same set.
 //
-// Nothing sorts the whole vocabulary: top-k takes a bounded heap (a selection for top_k > 4096), and
-// the prefix searches of top-p and of the draw are a bucket pass by logit plus a quickselect on the
-// cumulative weight. Sums are therefore taken in an unspecified order (the same for the same inputs,
-// so results are reproducible); the token drawn for a given u is the inverse-CDF one up to rounding.
+// Nothing sorts the whole vocabulary: top-k takes a bounded heap (a selection for top_k > 4096), the
+// prefix search of top-p is a bucket pass by logit plus a quickselect on the cumulative weight, and the
+// draw sums the weights in blocks of consecutive candidates, then walks the one block where u * total is
+// reached. Sums are therefore taken in an unspecified order (the same for the same inputs, so results
+// are reproducible); the token drawn for a given u is the inverse-CDF one up to rounding.
 //
 // The generator is xoshiro256** seeded through splitmix64, so a seed gives the same stream on every
 // platform and compiler; the uniform double takes the top 53 bits of one 64-bit output.
@@ -245,6 +248,56 @@ namespace {
          "sample: every token is banned: all %zu logits are -INFINITY or NaN after the penalties and the logit bias", n);
 }
 
+// The draw of step 10 over the m candidates c in id order, weights `prob` by id; kIds: over the ids 0 ..
+// m - 1 themselves (c unused; a banned one weighs 0); kCut: the candidates ordered after *cut (step 6's
+// order) weigh 0. Per block of kDrawBlock candidates a sum over four interleaved chains (no single chain
+// of dependent additions over the whole set), the blocks' running total to find the one where u * total
+// is passed, and a walk through that block. Where rounding leaves the target unpassed in the walk, the
+// block's last candidate of positive weight (before it, if it has none). The best candidate weighs
+// exp(0) = 1, so the total is positive and a candidate of positive weight exists. `block`: scratch.
+template <bool kIds, bool kCut>
+int32_t draw_from(const float* prob, const Cand* c, size_t m, const Cand* cut, double u, std::vector<double>& block) {
+    constexpr size_t kDrawBlock = 256;
+    auto id = [&](size_t i) {
+        if constexpr (kIds) return static_cast<int32_t>(i);
+        else return c[i].second;
+    };
+    auto weight = [&](size_t i) {
+        if constexpr (kCut)
+            if (before(*cut, c[i])) return 0.0;
+        return static_cast<double>(prob[static_cast<size_t>(id(i))]);
+    };
+    block.clear();
+    double total = 0.0;
+    for (size_t b0 = 0; b0 < m; b0 += kDrawBlock) {
+        const size_t b1 = std::min(m, b0 + kDrawBlock);
+        double a[4] = {0.0, 0.0, 0.0, 0.0};
+        size_t i = b0;
+        for (; i + 4 <= b1; i += 4)
+            for (size_t j = 0; j < 4; ++j) a[j] += weight(i + j);
+        for (; i < b1; ++i) a[0] += weight(i);
+        block.push_back((a[0] + a[1]) + (a[2] + a[3]));
+        total += block.back();
+    }
+    const double target = u * total;
+    double acc = 0.0;
+    size_t b = 0;
+    for (; b + 1 < block.size() && !(acc + block[b] > target); ++b) acc += block[b];
+    const size_t b0 = b * kDrawBlock, b1 = std::min(m, b0 + kDrawBlock);
+    size_t last = b0;
+    for (size_t i = b0; i < b1; ++i) {
+        const double w = weight(i);
+        if (!(w > 0.0)) continue;  // never drawn
+        acc += w;
+        last = i;
+        if (acc > target) return id(i);
+    }
+    if (!(weight(last) > 0.0))  // (a block of zero weights only: the last positive one before it)
+        for (size_t i = b0; i-- > 0;)
+            if (weight(i) > 0.0) return id(i);
+    return id(last);
+}
+
 }  // namespace
 
 minfer_sampler_params default_params() {
@@ -374,6 +427,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     prob_.resize(n);       // weights by token id; only the candidates' entries are meaningful
     bool have_w1 = false;  // prob_ holds the temperature-1 weights of every candidate
     bool dense = true;     // a candidate's logit is work_[id] (false after the +inf remap)
+    bool every_id = false;  // the candidates are every token (banned ones weigh 0): cand_ is not built
     float best = -kInf;
     double z = 0.0;
     if (k == 0 || k >= n || k > kHeapMax) nan_to_ninf(work_.data(), n);  // there, banned == -inf
@@ -415,11 +469,13 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
             }
             // bucket(d) <= last_bucket  <=>  d * 16 < last_bucket + 1, for the buckets before the last.
             const float bucket_limit = last_bucket == kBuckets - 1 ? kInf : static_cast<float>(last_bucket + 1);
+            // Nothing to cut (temperature alone): the draw goes over the ids themselves.
+            every_id = !use_top_p && !(P.min_p > 0.0f);
             // Without branches or push_back bookkeeping: write every token, advance past kept ones.
-            cand_.resize(n);
+            cand_.resize(every_id ? 0 : n);
             Cand* out = cand_.data();
             size_t m = 0;
-            for (size_t i = 0; i < n; ++i) {
+            for (size_t i = 0; i < n && !every_id; ++i) {
                 const float v = work_[i];
                 out[m] = {v, static_cast<int32_t>(i)};
                 m += static_cast<size_t>((v != -kInf) & (v - best >= min_p_cut) & ((best - v) * bucket.scale < bucket_limit));
@@ -483,23 +539,45 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         if (P.min_p > 0.0f) std::erase_if(cand_, [&](const Cand& c) { return !(c.first - best >= min_p_cut); });
     }
 
-    // 7. top-p (8. min-p is already applied), at temperature 1
-    if (use_top_p) cand_.resize(first_reaching(static_cast<double>(P.top_p) * z, false, best) + 1);
+    // 7. top-p (8. min-p is already applied), at temperature 1. The search reorders cand_: where it was in
+    // id order (a pass over the ids collected it), a copy keeps that order for the draw, which takes the
+    // candidates up to the cut (the last one kept) from it.
+    const bool by_ids = k == 0 || k >= n;  // cand_ collected in id order
+    Cand cut{};
+    if (use_top_p) {
+        if (by_ids) ordered_.assign(cand_.begin(), cand_.end());
+        cand_.resize(first_reaching(static_cast<double>(P.top_p) * z, false, best) + 1);
+        cut = cand_.back();
+    }
 
     // 9. temperature and 10. the draw
     const float temp = P.temperature;
     if (!(have_w1 && temp == 1.0f)) {  // else (logit - best) / 1 is exact: the weights are already there
-        if (dense && cand_.size() > n / 4) {
+        if (every_id || (dense && cand_.size() > n / 4)) {
             exp_array(work_.data(), best, temp, prob_.data(), n);
         } else {
             for (const Cand& c : cand_) prob_[static_cast<size_t>(c.second)] = exp_neg((c.first - best) / temp);
         }
     }
-    double total = 0.0;
-    for (const Cand& c : cand_) total += prob_[static_cast<size_t>(c.second)];
-    std::erase_if(cand_, [&](const Cand& c) { return !(prob_[static_cast<size_t>(c.second)] > 0.0f); });  // never drawn
-    // The best candidate has weight exp(0) = 1, so cand_ is not empty.
-    return cand_[first_reaching(u * total, true, best)].second;
+    // 10. in id order: over every id, or cand_ where a pass over the ids collected it, or that order
+    // before top-p up to the cut; other candidates (top-k's) are sorted when few, put back in order
+    // through a mask of the vocabulary when many.
+    const float* w = prob_.data();
+    if (every_id) return draw_from<true, false>(w, nullptr, n, nullptr, u, block_);
+    if (by_ids && use_top_p) return draw_from<false, true>(w, ordered_.data(), ordered_.size(), &cut, u, block_);
+    if (!by_ids) {
+        auto by_id = [](const Cand& a, const Cand& b) { return a.second < b.second; };
+        if (cand_.size() <= kHeapMax) {
+            std::sort(cand_.begin(), cand_.end(), by_id);
+        } else {
+            kept_.assign(n, 0);
+            for (const Cand& c : cand_) kept_[static_cast<size_t>(c.second)] = 1;
+            size_t m = 0;  // (the logits are not read from here on: only the ids are put back)
+            for (size_t i = 0; i < n; ++i)
+                if (kept_[i]) cand_[m++].second = static_cast<int32_t>(i);
+        }
+    }
+    return draw_from<false, false>(w, cand_.data(), cand_.size(), nullptr, u, block_);
 }
 
 // In candidate order (logit descending, lower id first), the position r of the first candidate whose

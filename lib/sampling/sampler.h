@@ -57,6 +57,9 @@ private:
     std::vector<std::pair<float, int32_t>> cand_;    // scratch candidates
     std::vector<int32_t> recent_;                    // scratch: sorted penalty window
     std::vector<float> prob_;                        // scratch: candidate weights by token id
+    std::vector<std::pair<float, int32_t>> ordered_;  // scratch: the candidates in id order before top-p
+    std::vector<uint8_t> kept_;                      // scratch: the draw's candidates by token id
+    std::vector<double> block_;                      // scratch: the draw's block sums
 };
 
 }  // namespace minfer::sampling
