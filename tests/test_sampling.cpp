@@ -900,8 +900,10 @@ TEST_SUITE("sampling") {
 
         // 6,000 allowed tokens of 30,000 (more than the heap's 4,096, so the candidates found by a
         // selection or reordered by top-p go back to id order through the vocabulary's mask), weights
-        // within a factor e of each other: no setting below cuts any, so every path has the same
-        // candidates and must draw the same tokens.
+        // within a factor e of each other, and one more allowed token 1,000 below them, which weighs 0
+        // everywhere and which top_k 6000 leaves out (so the selection runs and reorders its
+        // candidates): no setting below cuts any of the 6,000, so every path has the same candidates of
+        // nonzero weight and must draw the same tokens.
         const size_t n = 30000;
         std::vector<float> logits(n, -kInf);
         uint64_t state = 11;
@@ -909,6 +911,7 @@ TEST_SUITE("sampling") {
             state = state * 6364136223846793005ull + 1442695040888963407ull;
             logits[i] = static_cast<float>(static_cast<double>(state >> 11) * 0x1.0p-53);
         }
+        logits[12346] = -1000.0f;
         auto with = [](int top_k, float top_p, float min_p) {
             minfer_sampler_params p = plain(0.9f, 5);
             p.top_k = top_k;
@@ -938,18 +941,21 @@ TEST_SUITE("sampling") {
         std::vector<bool> seen(n, false);
         for (int32_t t : expect) {
             REQUIRE(t >= 0);
-            CHECK(logits[static_cast<size_t>(t)] > -kInf);
+            CHECK(logits[static_cast<size_t>(t)] >= 0.0f);
             seen[static_cast<size_t>(t)] = true;
         }
         CHECK(std::count(seen.begin(), seen.end(), true) > 250);  // 300 draws over 6,000 tokens: few repeats
 
-        // At most 4,096 candidates (the heap, then a sort by id) against the same set found by the pass
-        // over the ids: every 10th token of the 30,000 allowed.
-        std::vector<float> fewer(n, -kInf);
-        for (size_t i = 0; i < n; i += 10) fewer[i] = logits[i];
-        Sampler r2, h;
-        r2.configure(with(0, 1.0f, 0.0f));
-        h.configure(with(4000, 1.0f, 0.0f));
-        CHECK(draws(h, fewer, 300) == draws(r2, fewer, 300));
+        // At most 4,096 candidates (the heap, then the mask) and at most 1,024 (the heap, then a sort by
+        // id) against the same sets found by the pass over the ids: every 10th and every 50th token.
+        for (size_t step : {10, 50}) {
+            CAPTURE(step);
+            std::vector<float> fewer(n, -kInf);
+            for (size_t i = 0; i < n; i += step) fewer[i] = logits[i];
+            Sampler r2, h;
+            r2.configure(with(0, 1.0f, 0.0f));
+            h.configure(with(step == 10 ? 4000 : 1000, 1.0f, 0.0f));
+            CHECK(draws(h, fewer, 300) == draws(r2, fewer, 300));
+        }
     }
 }

@@ -27,7 +27,7 @@
 // 10. Draw: the first candidate in token-id order whose cumulative weight (summed in double) exceeds
 //     u * total. (Any fixed order draws each candidate with its weight; id order is the one every path
 //     reaches without sorting by logit, and the same candidates give the same draw whichever path
-//     found them.)
+//     found them, up to rounding: the paths group their sums differently.)
 //
 // Steps 7 and 8 each keep a prefix of the candidate order, and min-p's test does not depend on the
 // normalization, so the code applies min-p first (as a filter while collecting when top_k is off); the
@@ -92,6 +92,9 @@ double next_uniform(Sampler::Generator& s) { return static_cast<double>(next_u64
 
 // Up to this top_k a bounded heap picks the candidates; above it, a selection over all of them.
 constexpr size_t kHeapMax = 4096;
+// The draw puts top-k's candidates back in id order by a sort up to this many, by a mask of the
+// vocabulary above (a pass over the ids, cheaper than sorting a few thousand).
+constexpr size_t kSortMax = 1024;
 
 // exp(x) for x <= 0 on four lanes at once, within a few ulp; 0 below -87, for -inf and for NaN.
 // Plain float arithmetic on GCC/Clang vector types (no library call, no contraction), so every
@@ -567,14 +570,21 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     if (by_ids && use_top_p) return draw_from<false, true>(w, ordered_.data(), ordered_.size(), &cut, u, block_);
     if (!by_ids) {
         auto by_id = [](const Cand& a, const Cand& b) { return a.second < b.second; };
-        if (cand_.size() <= kHeapMax) {
+        const size_t m = cand_.size();
+        if (m <= kSortMax) {
             std::sort(cand_.begin(), cand_.end(), by_id);
         } else {
             kept_.assign(n, 0);
             for (const Cand& c : cand_) kept_[static_cast<size_t>(c.second)] = 1;
-            size_t m = 0;  // (the logits are not read from here on: only the ids are put back)
-            for (size_t i = 0; i < n; ++i)
-                if (kept_[i]) cand_[m++].second = static_cast<int32_t>(i);
+            // Branchless: every id written, the position advanced past kept ones (a spare slot for the
+            // writes after the last). The logits are not read from here on: only the ids are put back.
+            cand_.emplace_back();
+            size_t j = 0;
+            for (size_t i = 0; i < n; ++i) {
+                cand_[j].second = static_cast<int32_t>(i);
+                j += kept_[i];
+            }
+            cand_.resize(m);
         }
     }
     return draw_from<false, false>(w, cand_.data(), cand_.size(), nullptr, u, block_);
