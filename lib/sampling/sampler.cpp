@@ -135,14 +135,18 @@ void exp_array(const float* in, float sub, float div, float* out, size_t n) {
     for (; i < n; ++i) out[i] = exp_neg((in[i] - sub) / div);
 }
 
-// Sum in double with four accumulators (a fixed order, so a fixed result).
-double sum(const float* v, size_t n) {
+// The sum of at(0) .. at(n - 1) in double with four accumulators (a fixed order, so a fixed result).
+template <class At>
+double sum_of(size_t n, At at) {
     double a[4] = {0.0, 0.0, 0.0, 0.0};
     size_t i = 0;
     for (; i + 4 <= n; i += 4)
-        for (size_t j = 0; j < 4; ++j) a[j] += v[i + j];
-    for (; i < n; ++i) a[0] += v[i];
+        for (size_t j = 0; j < 4; ++j) a[j] += at(i + j);
+    for (; i < n; ++i) a[0] += at(i);
     return (a[0] + a[1]) + (a[2] + a[3]);
+}
+double sum(const float* v, size_t n) {
+    return sum_of(n, [v](size_t i) { return static_cast<double>(v[i]); });
 }
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -273,13 +277,7 @@ int32_t draw_from(const float* prob, const Cand* c, size_t m, const Cand* cut, d
     block.clear();
     double total = 0.0;
     for (size_t b0 = 0; b0 < m; b0 += kDrawBlock) {
-        const size_t b1 = std::min(m, b0 + kDrawBlock);
-        double a[4] = {0.0, 0.0, 0.0, 0.0};
-        size_t i = b0;
-        for (; i + 4 <= b1; i += 4)
-            for (size_t j = 0; j < 4; ++j) a[j] += weight(i + j);
-        for (; i < b1; ++i) a[0] += weight(i);
-        block.push_back((a[0] + a[1]) + (a[2] + a[3]));
+        block.push_back(sum_of(std::min(m - b0, kDrawBlock), [&](size_t i) { return weight(b0 + i); }));
         total += block.back();
     }
     const double target = u * total;
@@ -476,14 +474,16 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
             every_id = !use_top_p && !(P.min_p > 0.0f);
             // Without branches or push_back bookkeeping: write every token, advance past kept ones.
             cand_.resize(every_id ? 0 : n);
-            Cand* out = cand_.data();
-            size_t m = 0;
-            for (size_t i = 0; i < n && !every_id; ++i) {
-                const float v = work_[i];
-                out[m] = {v, static_cast<int32_t>(i)};
-                m += static_cast<size_t>((v != -kInf) & (v - best >= min_p_cut) & ((best - v) * bucket.scale < bucket_limit));
+            if (!every_id) {
+                Cand* out = cand_.data();
+                size_t m = 0;
+                for (size_t i = 0; i < n; ++i) {
+                    const float v = work_[i];
+                    out[m] = {v, static_cast<int32_t>(i)};
+                    m += static_cast<size_t>((v != -kInf) & (v - best >= min_p_cut) & ((best - v) * bucket.scale < bucket_limit));
+                }
+                cand_.resize(m);
             }
-            cand_.resize(m);
         }
     } else {
         if (k <= kHeapMax) {
