@@ -1,6 +1,7 @@
 // Microbenchmark of the host sampler (lib/sampling): µs a token for a 152,064-entry logit row (Qwen2's
 // vocabulary) under the settings services send: the library's defaults (top-k 40), and top-k off with
-// top-p and min-p on or off (an OpenAI-style request: temperature and top_p only). Logits are Gaussian
+// top-p and min-p on or off (an OpenAI-style request: temperature and top_p only), and two large top-k
+// (a heap of 1,000, a selection of 8,192). Logits are Gaussian
 // with two spreads (a flat and a peaked distribution). A sampled decode step pays this on the host after
 // its logits are copied back, once per sequence. Times are the median of 5 batches of `reps` calls.
 //
@@ -42,6 +43,8 @@ int main(int argc, char** argv) {
         {"top_k 0, top_p 1, min_p 0.05", 0, 1.0f, 0.05f},
         {"top_k 0, top_p 0.95, min_p 0.05", 0, 0.95f, 0.05f},
         {"top_k 0, top_p 0.95, min_p 0", 0, 0.95f, 0.0f},
+        {"top_k 1000, top_p 1, min_p 0", 1000, 1.0f, 0.0f},
+        {"top_k 8192, top_p 1, min_p 0", 8192, 1.0f, 0.0f},
     };
     std::printf("host sampler, %zu logits, temperature 0.8, median of 5 x %d calls (µs a call)\n\n", vocab, reps);
     std::printf("| setting | logits N(0, 1) | logits N(0, 3) |\n|---|---|---|\n");
