@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -875,6 +876,40 @@ TEST_SUITE("sampling") {
         // Within a group every id is as likely: draws spread over the ids (about 3870 distinct expected;
         // drawing only the lowest ids of each group would give far fewer).
         CHECK(std::count(seen.begin(), seen.end(), true) > 3500);
+    }
+
+    TEST_CASE("the weights: eight lanes (AVX2) and four give the same bits, within 4 ulp of exp") {
+        // Both widths over the same inputs (past the ends of their loops too: 1,003 values), with
+        // temperature 1 (no division) and 0.7; each weight against a double exp: a polynomial term
+        // wrong or a lane shifted moves weights by far more than 4 ulp.
+        std::mt19937 rng(99);
+        std::uniform_real_distribution<float> d(-95.0f, 0.0f);
+        std::vector<float> in(1003);
+        for (float& x : in) x = d(rng);
+        in[5] = -std::numeric_limits<float>::infinity();
+        in[6] = std::numeric_limits<float>::quiet_NaN();
+        in[7] = 0.0f;
+        in[1002] = -1e-30f;
+        const bool wide = minfer::sampling::testing::exp_wide_available();
+        for (float div : {1.0f, 0.7f}) {
+            CAPTURE(div);
+            std::vector<float> four(in.size(), -1.0f), eight(in.size(), -2.0f);
+            minfer::sampling::testing::exp_weights(in.data(), 0.0f, div, four.data(), in.size(), false);
+            minfer::sampling::testing::exp_weights(in.data(), 0.0f, div, eight.data(), in.size(), true);
+            CHECK(std::memcmp(four.data(), eight.data(), four.size() * sizeof(float)) == 0);
+            for (size_t i = 0; i < in.size(); ++i) {
+                CAPTURE(i);
+                const double x = in[i] / div;  // divided in float, as the sampler divides
+                if (!(x >= -87.0)) {  // NaN, -inf and below -87 weigh 0
+                    CHECK(four[i] == 0.0f);
+                    continue;
+                }
+                const double want = std::exp(x);
+                CHECK(std::fabs(four[i] - want) <= 4.0 * std::numeric_limits<float>::epsilon() * want);
+            }
+        }
+        if (wide) MESSAGE("eight lanes (AVX2) against four");
+        else MESSAGE("this CPU has no AVX2: four lanes against themselves");
     }
 
     TEST_CASE("the draw goes in token-id order: the same u picks the same token whichever path found the candidates") {

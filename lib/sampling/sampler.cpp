@@ -96,43 +96,86 @@ constexpr size_t kHeapMax = 4096;
 // vocabulary above (a pass over the ids, cheaper than sorting a few thousand).
 constexpr size_t kSortMax = 1024;
 
-// exp(x) for x <= 0 on four lanes at once, within a few ulp; 0 below -87, for -inf and for NaN.
-// Plain float arithmetic on GCC/Clang vector types (no library call, no contraction), so every
-// platform gets the same bits, whether the value is computed alone or in a batch.
+// exp(x) for x <= 0 on every lane of a vector at once, within a few ulp; 0 below -87, for -inf and for
+// NaN. Plain float arithmetic on GCC/Clang vector types (no library call, no contraction: no FMA is
+// enabled, so none is formed), so every platform and vector width gets the same bits per lane, whether
+// the value is computed alone or in a batch.
 typedef float F4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
+// (The eight-wide types only ever live inside the AVX2 function below, inlined: GCC's note that passing
+// them by value without AVX changes the calling convention does not apply.)
+#if defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+typedef float F8 __attribute__((vector_size(32)));
+typedef int32_t I8 __attribute__((vector_size(32)));
 
-inline F4 exp_neg4(F4 x) {
-    const I4 keep = x >= -87.0f;  // all ones or 0 per lane; false for NaN
-    x = std::bit_cast<F4>((std::bit_cast<I4>(x) & keep) | (std::bit_cast<int32_t>(-87.0f) & ~keep));
-    const F4 fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln 2), in [-126, 0]
-    const F4 r = (x - fn * 0.693145751953125f) - fn * 1.428606820309417e-6f;  // |r| <= ln(2) / 2
-    F4 p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;  // Taylor series of e^r to degree 7: error < 3e-9
+template <class F, class I>
+[[gnu::always_inline]] inline F exp_negv(F x) {
+    const I keep = x >= -87.0f;  // all ones or 0 per lane; false for NaN
+    x = std::bit_cast<F>((std::bit_cast<I>(x) & keep) | (std::bit_cast<int32_t>(-87.0f) & ~keep));
+    const F fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln 2), in [-126, 0]
+    const F r = (x - fn * 0.693145751953125f) - fn * 1.428606820309417e-6f;  // |r| <= ln(2) / 2
+    F p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;  // Taylor series of e^r to degree 7: error < 3e-9
     p = p * r + 1.0f / 120.0f;
     p = p * r + 1.0f / 24.0f;
     p = p * r + 1.0f / 6.0f;
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const I4 scale = (__builtin_convertvector(fn, I4) + 127) << 23;  // 2^fn
-    return std::bit_cast<F4>(std::bit_cast<I4>(p * std::bit_cast<F4>(scale)) & keep);
+    const I scale = (__builtin_convertvector(fn, I) + 127) << 23;  // 2^fn
+    return std::bit_cast<F>(std::bit_cast<I>(p * std::bit_cast<F>(scale)) & keep);
 }
+inline F4 exp_neg4(F4 x) { return exp_negv<F4, I4>(x); }
 
 inline float exp_neg(float x) {
     const F4 v = {x, 0.0f, 0.0f, 0.0f};
     return exp_neg4(v)[0];
 }
 
-// out[i] = exp_neg((in[i] - sub) / div) for i < n.
-void exp_array(const float* in, float sub, float div, float* out, size_t n) {
+// out[i] = exp_neg((in[i] - sub) / div) for i < n (no division where div is 1: x / 1 is x, bit for bit),
+// two independent vectors of F's width at a time.
+template <class F, class I, bool kDiv>
+[[gnu::always_inline]] inline void exp_array_v(const float* in, float sub, float div, float* out, size_t n) {
+    constexpr size_t w = sizeof(F) / sizeof(float);
     size_t i = 0;
-    F4 v;
-    for (; i + 4 <= n; i += 4) {
-        std::memcpy(&v, in + i, sizeof v);
-        v = exp_neg4((v - sub) / div);
-        std::memcpy(out + i, &v, sizeof v);
+    F a, b;
+    for (; i + 2 * w <= n; i += 2 * w) {
+        std::memcpy(&a, in + i, sizeof a);
+        std::memcpy(&b, in + i + w, sizeof b);
+        a = a - sub;
+        b = b - sub;
+        if constexpr (kDiv) a = a / div, b = b / div;
+        a = exp_negv<F, I>(a);
+        b = exp_negv<F, I>(b);
+        std::memcpy(out + i, &a, sizeof a);
+        std::memcpy(out + i + w, &b, sizeof b);
     }
-    for (; i < n; ++i) out[i] = exp_neg((in[i] - sub) / div);
+    for (; i < n; ++i) out[i] = exp_neg(kDiv ? (in[i] - sub) / div : in[i] - sub);
+}
+template <bool kDiv>
+void exp_array_sse(const float* in, float sub, float div, float* out, size_t n) {
+    exp_array_v<F4, I4, kDiv>(in, sub, div, out, n);
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// The same lanes eight wide where the CPU has AVX2 (checked at run time): the same operations per lane,
+// so the same bits; about twice the rate of the four-wide form.
+template <bool kDiv>
+[[gnu::target("avx2")]] void exp_array_avx2(const float* in, float sub, float div, float* out, size_t n) {
+    exp_array_v<F8, I8, kDiv>(in, sub, div, out, n);
+}
+const bool kHaveAvx2 = __builtin_cpu_supports("avx2");
+#endif
+template <bool kDiv>
+void exp_array_as(const float* in, float sub, float div, float* out, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (kHaveAvx2) return exp_array_avx2<kDiv>(in, sub, div, out, n);
+#endif
+    exp_array_sse<kDiv>(in, sub, div, out, n);
+}
+void exp_array(const float* in, float sub, float div, float* out, size_t n) {
+    if (div == 1.0f) exp_array_as<false>(in, sub, div, out, n);
+    else exp_array_as<true>(in, sub, div, out, n);
 }
 
 // The sum of at(0) .. at(n - 1) in double with four accumulators (a fixed order, so a fixed result).
@@ -155,38 +198,33 @@ inline F4 select(I4 mask, F4 a, F4 b) {
     return std::bit_cast<F4>((std::bit_cast<I4>(a) & mask) | (std::bit_cast<I4>(b) & ~mask));
 }
 
-// The largest value, NaN ignored; -inf when there is nothing else. Eight running maxima, so no long
-// dependency chain.
-float max_value(const float* v, size_t n) {
+// NaN becomes -inf, in place. The largest value comes back (-inf when there is nothing else), taken in
+// the same pass by eight running maxima (no long dependency chain).
+float nan_to_ninf_max(float* v, size_t n) {
     const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
     F4 m0 = lowest, m1 = lowest, a, b;
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         std::memcpy(&a, v + i, sizeof a);
         std::memcpy(&b, v + i + 4, sizeof b);
+        a = select(a == a, a, lowest);
+        b = select(b == b, b, lowest);
+        std::memcpy(v + i, &a, sizeof a);
+        std::memcpy(v + i + 4, &b, sizeof b);
         m0 = select(a > m0, a, m0);
         m1 = select(b > m1, b, m1);
     }
     float best = -kInf;
     for (int j = 0; j < 4; ++j) best = std::max({best, m0[j], m1[j]});
-    for (; i < n; ++i)
+    for (; i < n; ++i) {
+        if (std::isnan(v[i])) v[i] = -kInf;
         if (v[i] > best) best = v[i];
+    }
     return best;
 }
 
 // NaN becomes -inf.
-void nan_to_ninf(float* v, size_t n) {
-    const F4 lowest = {-kInf, -kInf, -kInf, -kInf};
-    F4 a;
-    size_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        std::memcpy(&a, v + i, sizeof a);
-        a = select(a == a, a, lowest);
-        std::memcpy(v + i, &a, sizeof a);
-    }
-    for (; i < n; ++i)
-        if (std::isnan(v[i])) v[i] = -kInf;
-}
+void nan_to_ninf(float* v, size_t n) { (void)nan_to_ninf_max(v, n); }
 
 // Buckets of logits below the best one: bucket(best - logit), non-decreasing in the distance, so the
 // bucket order agrees with the candidate order; distances beyond the range (and +inf) share the last.
@@ -255,16 +293,37 @@ namespace {
          "sample: every token is banned: all %zu logits are -INFINITY or NaN after the penalties and the logit bias", n);
 }
 
+constexpr size_t kDrawBlock = 256;
+
+// Step 9 and the first half of step 10 over every id at once: out[i] = exp_neg((in[i] - sub) / div)
+// as exp_array writes it, and per block of kDrawBlock ids the sum draw_from<true, false> takes of them
+// (lane j of each four into accumulator j, the same additions in the same order: the same bits), in
+// `block`; one pass over the vocabulary where two would read it.
+template <bool kDiv>
+void exp_blocks_as(const float* in, float sub, float div, float* out, size_t n, std::vector<double>& block) {
+    block.clear();
+    for (size_t b0 = 0; b0 < n; b0 += kDrawBlock) {
+        const size_t m = std::min(n - b0, kDrawBlock);
+        exp_array_as<kDiv>(in + b0, sub, div, out + b0, m);  // then summed while in the first-level cache
+        block.push_back(sum(out + b0, m));
+    }
+}
+void exp_blocks(const float* in, float sub, float div, float* out, size_t n, std::vector<double>& block) {
+    if (div == 1.0f) exp_blocks_as<false>(in, sub, div, out, n, block);
+    else exp_blocks_as<true>(in, sub, div, out, n, block);
+}
+
 // The draw of step 10 over the m candidates c in id order, weights `prob` by id; kIds: over the ids 0 ..
 // m - 1 themselves (c unused; a banned one weighs 0); kCut: the candidates ordered after *cut (step 6's
 // order) weigh 0. Per block of kDrawBlock candidates a sum over four interleaved chains (no single chain
 // of dependent additions over the whole set), the blocks' running total to find the one where u * total
 // is passed, and a walk through that block. Where rounding leaves the target unpassed in the walk, the
 // block's last candidate of positive weight (before it, if it has none). The best candidate weighs
-// exp(0) = 1, so the total is positive and a candidate of positive weight exists. `block`: scratch.
+// exp(0) = 1, so the total is positive and a candidate of positive weight exists. `block`: scratch, or
+// the block sums already taken (blocks_given: exp_blocks).
 template <bool kIds, bool kCut>
-int32_t draw_from(const float* prob, const Cand* c, size_t m, const Cand* cut, double u, std::vector<double>& block) {
-    constexpr size_t kDrawBlock = 256;
+int32_t draw_from(const float* prob, const Cand* c, size_t m, const Cand* cut, double u, std::vector<double>& block,
+                  bool blocks_given = false) {
     auto id = [&](size_t i) {
         if constexpr (kIds) return static_cast<int32_t>(i);
         else return c[i].second;
@@ -274,11 +333,15 @@ int32_t draw_from(const float* prob, const Cand* c, size_t m, const Cand* cut, d
             if (before(*cut, c[i])) return 0.0;
         return static_cast<double>(prob[static_cast<size_t>(id(i))]);
     };
-    block.clear();
     double total = 0.0;
-    for (size_t b0 = 0; b0 < m; b0 += kDrawBlock) {
-        block.push_back(sum_of(std::min(m - b0, kDrawBlock), [&](size_t i) { return weight(b0 + i); }));
-        total += block.back();
+    if (blocks_given) {
+        for (double x : block) total += x;
+    } else {
+        block.clear();
+        for (size_t b0 = 0; b0 < m; b0 += kDrawBlock) {
+            block.push_back(sum_of(std::min(m - b0, kDrawBlock), [&](size_t i) { return weight(b0 + i); }));
+            total += block.back();
+        }
     }
     const double target = u * total;
     double acc = 0.0;
@@ -431,11 +494,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     bool every_id = false;  // the candidates are every token (banned ones weigh 0): cand_ is not built
     float best = -kInf;
     double z = 0.0;
-    if (k == 0 || k >= n || k > kHeapMax) nan_to_ninf(work_.data(), n);  // there, banned == -inf
+    if (k > kHeapMax && k < n) nan_to_ninf(work_.data(), n);  // there, banned == -inf
     if (k == 0 || k >= n) {
-        // No top-k: one pass for the best logit, one for all weights and z when top-p needs them, one
-        // that keeps what min-p keeps.
-        best = max_value(work_.data(), n);
+        // No top-k: one pass for the best logit (NaN made -inf on the way: banned == -inf), one for all
+        // weights and z when top-p needs them, one that keeps what min-p keeps.
+        best = nan_to_ninf_max(work_.data(), n);
         if (best == -kInf) every_token_banned(n);
         if (best == kInf) {
             // Only the +inf tokens can be drawn, all alike.
@@ -555,8 +618,13 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
     // 9. temperature and 10. the draw
     const float temp = P.temperature;
+    const float* w = prob_.data();
+    if (every_id) {  // (have_w1 is false: no top-p)
+        exp_blocks(work_.data(), best, temp, prob_.data(), n, block_);
+        return draw_from<true, false>(w, nullptr, n, nullptr, u, block_, true);
+    }
     if (!(have_w1 && temp == 1.0f)) {  // else (logit - best) / 1 is exact: the weights are already there
-        if (every_id || (dense && cand_.size() > n / 4)) {
+        if (dense && cand_.size() > n / 4) {
             exp_array(work_.data(), best, temp, prob_.data(), n);
         } else {
             for (const Cand& c : cand_) prob_[static_cast<size_t>(c.second)] = exp_neg((c.first - best) / temp);
@@ -565,8 +633,6 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // 10. in id order: over every id, or cand_ where a pass over the ids collected it, or that order
     // before top-p up to the cut; other candidates (top-k's) are sorted when few, put back in order
     // through a mask of the vocabulary when many.
-    const float* w = prob_.data();
-    if (every_id) return draw_from<true, false>(w, nullptr, n, nullptr, u, block_);
     if (by_ids && use_top_p) return draw_from<false, true>(w, ordered_.data(), ordered_.size(), &cut, u, block_);
     if (!by_ids) {
         auto by_id = [](const Cand& a, const Cand& b) { return a.second < b.second; };
@@ -645,5 +711,27 @@ size_t Sampler::first_reaching(double target, bool strict, float best) {
     }
     return hi - 1;
 }
+
+namespace testing {
+void exp_weights(const float* in, float sub, float div, float* out, size_t n, bool wide) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (wide && kHaveAvx2) {
+        if (div == 1.0f) exp_array_avx2<false>(in, sub, div, out, n);
+        else exp_array_avx2<true>(in, sub, div, out, n);
+        return;
+    }
+#endif
+    (void)wide;
+    if (div == 1.0f) exp_array_sse<false>(in, sub, div, out, n);
+    else exp_array_sse<true>(in, sub, div, out, n);
+}
+bool exp_wide_available() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return kHaveAvx2;
+#else
+    return false;
+#endif
+}
+}  // namespace testing
 
 }  // namespace minfer::sampling

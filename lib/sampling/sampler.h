@@ -62,4 +62,11 @@ private:
     std::vector<double> block_;                      // scratch: the draw's block sums
 };
 
+namespace testing {
+// The weights exp((in[i] - sub) / div), clamped to 0 below -87, as the sampler computes them: four lanes
+// at a time (`wide` false) or eight (AVX2, where the CPU has it). The two must agree bit for bit.
+void exp_weights(const float* in, float sub, float div, float* out, size_t n, bool wide);
+bool exp_wide_available();
+}  // namespace testing
+
 }  // namespace minfer::sampling
