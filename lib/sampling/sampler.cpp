@@ -102,18 +102,14 @@ constexpr size_t kSortMax = 1024;
 // the value is computed alone or in a batch.
 typedef float F4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
-// (The eight-wide types only ever live inside the AVX2 function below, inlined: GCC's note that passing
-// them by value without AVX changes the calling convention does not apply.)
-#if defined(__GNUC__)
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 typedef float F8 __attribute__((vector_size(32)));
 typedef int32_t I8 __attribute__((vector_size(32)));
 
 template <class F, class I>
-[[gnu::always_inline]] inline F exp_negv(F x) {
+[[gnu::always_inline]] inline void exp_negv(F& x) {  // in place: no vector passed by value
     const I keep = x >= -87.0f;  // all ones or 0 per lane; false for NaN
-    x = std::bit_cast<F>((std::bit_cast<I>(x) & keep) | (std::bit_cast<int32_t>(-87.0f) & ~keep));
+    // (F)i and (I)f: a vector cast between types of one size keeps the bits (no call, unlike bit_cast)
+    x = (F)(((I)x & keep) | (std::bit_cast<int32_t>(-87.0f) & ~keep));
     const F fn = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round(x / ln 2), in [-126, 0]
     const F r = (x - fn * 0.693145751953125f) - fn * 1.428606820309417e-6f;  // |r| <= ln(2) / 2
     F p = r * (1.0f / 5040.0f) + 1.0f / 720.0f;  // Taylor series of e^r to degree 7: error < 3e-9
@@ -124,9 +120,12 @@ template <class F, class I>
     p = p * r + 1.0f;
     p = p * r + 1.0f;
     const I scale = (__builtin_convertvector(fn, I) + 127) << 23;  // 2^fn
-    return std::bit_cast<F>(std::bit_cast<I>(p * std::bit_cast<F>(scale)) & keep);
+    x = (F)((I)(p * (F)scale) & keep);
 }
-inline F4 exp_neg4(F4 x) { return exp_negv<F4, I4>(x); }
+inline F4 exp_neg4(F4 x) {
+    exp_negv<F4, I4>(x);
+    return x;
+}
 
 inline float exp_neg(float x) {
     const F4 v = {x, 0.0f, 0.0f, 0.0f};
@@ -146,8 +145,8 @@ template <class F, class I, bool kDiv>
         a = a - sub;
         b = b - sub;
         if constexpr (kDiv) a = a / div, b = b / div;
-        a = exp_negv<F, I>(a);
-        b = exp_negv<F, I>(b);
+        exp_negv<F, I>(a);
+        exp_negv<F, I>(b);
         std::memcpy(out + i, &a, sizeof a);
         std::memcpy(out + i + w, &b, sizeof b);
     }
