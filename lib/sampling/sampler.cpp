@@ -312,6 +312,32 @@ void exp_blocks(const float* in, float sub, float div, float* out, size_t n, std
     else exp_blocks_as<true>(in, sub, div, out, n, block);
 }
 
+// Top-p's cut applied over every id: prob[i] = 0 for the tokens ordered after `cut` (logit below its
+// logit, or equal with a higher id), and per block of kDrawBlock ids the sum draw_from<true, false>
+// takes of them (as exp_blocks gives them), in `block`.
+void cut_blocks(const float* logit, const Cand& cut, float* prob, size_t n, std::vector<double>& block) {
+    const F4 cv = {cut.first, cut.first, cut.first, cut.first};
+    const I4 cid = {cut.second, cut.second, cut.second, cut.second};
+    const F4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    block.clear();
+    for (size_t b0 = 0; b0 < n; b0 += kDrawBlock) {
+        const size_t b1 = std::min(n, b0 + kDrawBlock);
+        size_t i = b0;
+        for (; i + 4 <= b1; i += 4) {
+            F4 v, p;
+            std::memcpy(&v, logit + i, sizeof v);
+            std::memcpy(&p, prob + i, sizeof p);
+            const int32_t j = static_cast<int32_t>(i);
+            const I4 id = {j, j + 1, j + 2, j + 3};
+            p = select((v > cv) | ((v == cv) & (id <= cid)), p, zero);
+            std::memcpy(prob + i, &p, sizeof p);
+        }
+        for (; i < b1; ++i)
+            if (before(cut, Cand{logit[i], static_cast<int32_t>(i)})) prob[i] = 0.0f;
+        block.push_back(sum(prob + b0, b1 - b0));
+    }
+}
+
 // The draw of step 10 over the m candidates c in id order, weights `prob` by id; kIds: over the ids 0 ..
 // m - 1 themselves (c unused; a banned one weighs 0); kCut: the candidates ordered after *cut (step 6's
 // order) weigh 0. Per block of kDrawBlock candidates a sum over four interleaved chains (no single chain
@@ -491,6 +517,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     bool have_w1 = false;  // prob_ holds the temperature-1 weights of every candidate
     bool dense = true;     // a candidate's logit is work_[id] (false after the +inf remap)
     bool every_id = false;  // the candidates are every token (banned ones weigh 0): cand_ is not built
+    bool cut_known = false;  // top-p's last candidate found already (edge_cut): every_id with a cut
+    Cand cut{};              // top-p's last candidate kept
     float best = -kInf;
     double z = 0.0;
     if (k > kHeapMax && k < n) nan_to_ninf(work_.data(), n);  // there, banned == -inf
@@ -529,11 +557,16 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                 int b = 0;
                 for (; b < kBuckets - 1 && !(acc + mass[b] >= target); ++b) acc += mass[b];
                 last_bucket = b;
+                // Every token of an earlier bucket is kept; the cut falls among bucket b's tokens. Where
+                // they are few (bucket b is 1/16 logit wide), they alone are put in candidate order, and
+                // the draw then goes over the ids with the cut as its predicate: no candidate list of the
+                // tens of thousands of tokens a top-p of flat logits keeps.
+                if (b < kBuckets - 1) cut_known = edge_cut(best, bucket.scale, b, acc, target, cut);
             }
             // bucket(d) <= last_bucket  <=>  d * 16 < last_bucket + 1, for the buckets before the last.
             const float bucket_limit = last_bucket == kBuckets - 1 ? kInf : static_cast<float>(last_bucket + 1);
-            // Nothing to cut (temperature alone): the draw goes over the ids themselves.
-            every_id = !use_top_p && !(P.min_p > 0.0f);
+            // Nothing to cut (temperature alone), or the cut known: the draw goes over the ids themselves.
+            every_id = (!use_top_p && !(P.min_p > 0.0f)) || cut_known;
             // Without branches or push_back bookkeeping: write every token, advance past kept ones.
             cand_.resize(every_id ? 0 : n);
             if (!every_id) {
@@ -608,8 +641,7 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // id order (a pass over the ids collected it), a copy keeps that order for the draw, which takes the
     // candidates up to the cut (the last one kept) from it.
     const bool by_ids = k == 0 || k >= n;  // cand_ collected in id order
-    Cand cut{};
-    if (use_top_p) {
+    if (use_top_p && !cut_known) {
         if (by_ids) ordered_.assign(cand_.begin(), cand_.end());
         cand_.resize(first_reaching(static_cast<double>(P.top_p) * z, false, best) + 1);
         cut = cand_.back();
@@ -618,6 +650,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     // 9. temperature and 10. the draw
     const float temp = P.temperature;
     const float* w = prob_.data();
+    if (cut_known) {  // top-p's weights at temperature 1 are there for every id
+        if (temp != 1.0f) exp_array(work_.data(), best, temp, prob_.data(), n);
+        cut_blocks(work_.data(), cut, prob_.data(), n, block_);
+        return draw_from<true, false>(w, nullptr, n, nullptr, u, block_, true);
+    }
     if (every_id) {  // (have_w1 is false: no top-p)
         exp_blocks(work_.data(), best, temp, prob_.data(), n, block_);
         return draw_from<true, false>(w, nullptr, n, nullptr, u, block_, true);
@@ -653,6 +690,56 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
         }
     }
     return draw_from<false, false>(w, cand_.data(), cand_.size(), nullptr, u, block_);
+}
+
+// Top-p's cut where it falls in bucket b of the logits' histogram (no top-k, no min-p): bucket b's tokens
+// (work_, NaN already -inf) in candidate order, with `acc` the weight (prob_, temperature 1) of every
+// token of an earlier bucket, and the first whose cumulative weight reaches `target` (the bucket's last
+// where rounding leaves it unreached) is the cut. False, with nothing decided, where the bucket holds more
+// than kEdgeMax tokens: first_reaching's narrowing is then the faster way.
+bool Sampler::edge_cut(float best, float scale, int b, double acc, double target, Cand& cut) {
+    constexpr size_t kEdgeMax = 4096;
+    const size_t n = work_.size();
+    // A token is in bucket b < kBuckets - 1 when its distance d = best - logit has b <= d * scale < b + 1
+    // (bucket() truncates d * scale, which is >= 0: the same test); -inf's distance is +inf.
+    const float bf = static_cast<float>(b), bf1 = bf + 1.0f;
+    const F4 best4 = {best, best, best, best}, scale4 = {scale, scale, scale, scale}, lo4 = {bf, bf, bf, bf}, hi4 = {bf1, bf1, bf1, bf1};
+    auto in_bucket = [&](float v) {
+        const float t = (best - v) * scale;
+        return t >= bf && t < bf1;
+    };
+    edge_.clear();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        F4 x, y;
+        std::memcpy(&x, work_.data() + i, sizeof x);
+        std::memcpy(&y, work_.data() + i + 4, sizeof y);
+        x = (best4 - x) * scale4;
+        y = (best4 - y) * scale4;
+        const I4 in = ((x >= lo4) & (x < hi4)) | ((y >= lo4) & (y < hi4));
+        if ((in[0] | in[1] | in[2] | in[3]) == 0) continue;  // most groups of eight hold none of them
+        for (size_t j = i; j < i + 8; ++j)
+            if (in_bucket(work_[j])) {
+                if (edge_.size() == kEdgeMax) return false;
+                edge_.emplace_back(work_[j], static_cast<int32_t>(j));
+            }
+    }
+    for (; i < n; ++i)
+        if (in_bucket(work_[i])) {
+            if (edge_.size() == kEdgeMax) return false;
+            edge_.emplace_back(work_[i], static_cast<int32_t>(i));
+        }
+    if (edge_.empty()) return false;  // (the histogram put the target's mass there: not reached)
+    std::sort(edge_.begin(), edge_.end(), before);
+    for (const Cand& c : edge_) {
+        acc += static_cast<double>(prob_[static_cast<size_t>(c.second)]);
+        if (acc >= target) {
+            cut = c;
+            return true;
+        }
+    }
+    cut = edge_.back();
+    return true;
 }
 
 // In candidate order (logit descending, lower id first), the position r of the first candidate whose

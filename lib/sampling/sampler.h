@@ -49,6 +49,7 @@ public:
 
 private:
     size_t first_reaching(double target, bool strict, float best);
+    bool edge_cut(float best, float scale, int b, double acc, double target, std::pair<float, int32_t>& cut);
 
     minfer_sampler_params params_;
     std::unordered_map<int32_t, float> bias_;
@@ -60,6 +61,7 @@ private:
     std::vector<std::pair<float, int32_t>> ordered_;  // scratch: the candidates in id order before top-p
     std::vector<uint8_t> kept_;                      // scratch: the draw's candidates by token id
     std::vector<double> block_;                      // scratch: the draw's block sums
+    std::vector<std::pair<float, int32_t>> edge_;    // scratch: the tokens of the bucket where top-p's cut falls
 };
 
 namespace testing {
