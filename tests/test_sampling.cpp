@@ -479,16 +479,21 @@ TEST_SUITE("sampling") {
             return state >> 33;
         };
         int checked = 0;
-        for (int trial = 0; trial < 75; ++trial) {
+        for (int trial = 0; trial < 100; ++trial) {
             // Small vocabularies, and larger ones where the prefix searches take their selection path.
+            // From trial 75 on, top-p alone (the path that cuts within one bucket of 1/16 logit) over
+            // logits on the buckets' edges (multiples of 1/16) mixed with logits between them.
+            const bool edges = trial >= 75;
             const size_t nv = trial < 60 ? 24 : 300;
             const int n_draws = trial < 60 ? 3000 : 12000;
             std::vector<float> logits(nv);
-            for (float& v : logits) v = static_cast<float>(next() % 400) / 100.0f - 2.0f;
+            for (float& v : logits)
+                v = edges && next() % 2 ? static_cast<float>(next() % 64) / 16.0f - 2.0f : static_cast<float>(next() % 400) / 100.0f - 2.0f;
             minfer_sampler_params p = plain(50.0f, next());
             p.top_k = static_cast<int32_t>(next() % (nv + 6));  // 0 (off) .. >= n (off)
             p.top_p = static_cast<float>(next() % 110) / 100.0f;
             p.min_p = static_cast<float>(next() % 60) / 100.0f;
+            if (edges) p.top_k = 0, p.min_p = 0.0f, p.top_p = 0.3f + static_cast<float>(next() % 60) / 100.0f;
             CAPTURE(trial);
             CAPTURE(p.top_k);
             CAPTURE(p.top_p);
@@ -532,7 +537,7 @@ TEST_SUITE("sampling") {
             CHECK(seen == expect);
             ++checked;
         }
-        CHECK(checked >= 60);
+        CHECK(checked >= 80);
     }
 
     TEST_CASE("seeded determinism: same seed same stream, other seed other stream, reconfigure reseeds") {
@@ -876,6 +881,28 @@ TEST_SUITE("sampling") {
         // Within a group every id is as likely: draws spread over the ids (about 3870 distinct expected;
         // drawing only the lowest ids of each group would give far fewer).
         CHECK(std::count(seen.begin(), seen.end(), true) > 3500);
+    }
+
+    TEST_CASE("logits a hair apart: top-p's narrowing has no buckets to make, and draws a kept token") {
+        // 32,000 equal logits but one, 1e-37 above the rest by a bias: the logit range is too small for
+        // a bucket width (its scale overflows to infinity, and 0 x inf made a NaN bucket index that wrote
+        // out of bounds). Top-p alone, top-k with top-p, min-p with top-p.
+        std::vector<float> logits(32000, 0.0f);
+        for (int mode = 0; mode < 3; ++mode) {
+            CAPTURE(mode);
+            minfer_sampler_params p = plain(1.0f, 7);
+            p.top_p = 0.95f;
+            p.top_k = mode == 1 ? 5000 : 0;
+            p.min_p = mode == 2 ? 0.05f : 0.0f;
+            Sampler s;
+            s.configure(p);
+            s.set_bias(5, 1e-37f);
+            for (int i = 0; i < 20; ++i) {
+                const int32_t t = s.sample(logits, {});
+                CHECK(t >= 0);
+                CHECK(t < 32000);
+            }
+        }
     }
 
     TEST_CASE("the weights: eight lanes (AVX2) and four give the same bits, within 4 ulp of exp") {

@@ -97,9 +97,11 @@ constexpr size_t kHeapMax = 4096;
 constexpr size_t kSortMax = 1024;
 
 // exp(x) for x <= 0 on every lane of a vector at once, within a few ulp; 0 below -87, for -inf and for
-// NaN. Plain float arithmetic on GCC/Clang vector types (no library call, no contraction: no FMA is
-// enabled, so none is formed), so every platform and vector width gets the same bits per lane, whether
-// the value is computed alone or in a batch.
+// NaN. Plain float arithmetic on GCC/Clang vector types (no library call), so a lane gets the same bits
+// whether computed alone, four wide or eight wide (AVX2: no FMA is enabled there, so none is formed).
+// Every x86-64 build without FMA (the default target) gets the same bits; a build that enables FMA
+// (-march=native on an FMA CPU, aarch64) lets the compiler fuse multiply-adds and differs from them in
+// the last bits: the promise is the same draws for the same seed on the same build.
 typedef float F4 __attribute__((vector_size(16)));
 typedef int32_t I4 __attribute__((vector_size(16)));
 typedef float F8 __attribute__((vector_size(32)));
@@ -761,8 +763,10 @@ size_t Sampler::first_reaching(double target, bool strict, float best) {
         // The buckets span the candidates' logits, but at most 128 below the best (weights there are
         // e^-128 of the best's at temperature 1; further ones share the last bucket).
         const float range = std::min(best - worst, 128.0f);
-        if (range > 0.0f) {
-            const Bucketer bucket{static_cast<float>(kBuckets - 1) / range};
+        // (A range below about 3e-36 makes the scale infinite, and 0 x inf a NaN bucket: no buckets then.)
+        const float scale = static_cast<float>(kBuckets - 1) / range;
+        if (range > 0.0f && std::isfinite(scale)) {
+            const Bucketer bucket{scale};
             double mass[kBuckets];
             histogram(cand_.size(), [&](size_t i) { return cand_[i].first; }, [&](size_t i) { return weight(cand_[i]); },
                       best, bucket, mass);
