@@ -276,6 +276,7 @@ public:
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(6 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
+        n_rows_max_ = static_cast<size_t>(shape.max_out);
         logits_host_ = std::make_unique<Pinned>(static_cast<size_t>(c.n_vocab) * sizeof(float));
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
         // The prefill attention's choice of kernel is made once per process, on its first call; made here,
@@ -415,6 +416,8 @@ public:
     std::span<const float> logits(size_t i) override {
         check_row(i);
         const size_t nv = static_cast<size_t>(c_.n_vocab);
+        if (const auto at = std::lower_bound(fetched_.begin(), fetched_.end(), i); at != fetched_.end() && *at == i)
+            return std::span<const float>(rows_host_->as<float>() + static_cast<size_t>(at - fetched_.begin()) * nv, nv);
         if (host_row_ != static_cast<int64_t>(i)) {
             m_->check_healthy();
             try {
@@ -428,6 +431,37 @@ public:
             host_row_ = static_cast<int64_t>(i);
         }
         return std::span<const float>(logits_host_->as<float>(), nv);
+    }
+
+    void fetch_logits(std::span<const size_t> rows) override {
+        fetched_.clear();
+        if (rows.empty()) return;
+        if (rows.size() > kFetchRows) fail(MINFER_ERR_INTERNAL, "fetch_logits: %zu rows, at most %zu", rows.size(), kFetchRows);
+        for (size_t k = 0; k < rows.size(); ++k) {
+            check_row(rows[k]);
+            if (k > 0 && rows[k] <= rows[k - 1]) fail(MINFER_ERR_INTERNAL, "fetch_logits: the rows are not ascending");
+        }
+        m_->check_healthy();
+        const size_t nv = static_cast<size_t>(c_.n_vocab);
+        // Room for kFetchRows rows (39 MB for Qwen2's vocabulary), or max_out if fewer, taken at the first
+        // fetch: a batch that only ever decodes greedily never holds it.
+        if (!rows_host_) rows_host_ = std::make_unique<Pinned>(std::min<size_t>(kFetchRows, n_rows_max_) * nv * sizeof(float));
+        try {
+            // Row rows[k] goes to place k; a run of consecutive rows is one copy.
+            for (size_t k = 0; k < rows.size();) {
+                size_t e = k + 1;
+                while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
+                check(cudaMemcpyAsync(rows_host_->as<float>() + k * nv, logits_.as<float>() + rows[k] * nv, (e - k) * nv * sizeof(float),
+                                      cudaMemcpyDeviceToHost, s()),
+                      "logits read back");
+                k = e;
+            }
+            stream_.sync("logits read back");
+        } catch (const Error& e) {
+            if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
+            throw;
+        }
+        fetched_.assign(rows.begin(), rows.end());
     }
 
 private:
@@ -483,6 +517,7 @@ private:
         stream_.sync("decode step");
         n_out_ = 1;
         host_row_ = -1;
+        fetched_.clear();
         if (ended) step_account();
         else step_window_reset();
     }
@@ -606,6 +641,7 @@ private:
         stream_.sync("forward pass");
         n_out_ = n_out;
         host_row_ = -1;
+        fetched_.clear();
         return recorded;
     }
 
@@ -948,6 +984,9 @@ private:
     bool batch_graphs_ok_ = true;
     size_t n_out_ = 0;
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none
+    std::unique_ptr<Pinned> rows_host_;  // [min(kFetchRows, max_out)][n_vocab]: the rows of fetch_logits
+    std::vector<size_t> fetched_;        // the output rows rows_host_ holds, in its order (ascending)
+    size_t n_rows_max_ = 1;              // max_out
 };
 
 }  // namespace

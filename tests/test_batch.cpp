@@ -225,6 +225,70 @@ TEST_SUITE("batch") {
         }
     }
 
+    TEST_CASE("a step of many sampled rows (side by side, in two groups) draws for each what it draws alone") {
+        // 90 sequences in lockstep, 72 of them sampled, each with its own seed, the others greedy between
+        // them: each decode step samples 72 rows, more than one group of Runner::kFetchRows (64), on the
+        // sampling threads (threads = 2). A row read or written at the wrong place, a group left out or
+        // a generator shared between threads changes some sequence's draws.
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        const std::string path = test::tmp_path("batch-sampled-rows.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", rng()) == MINFER_OK);
+        minfer_model* m = open_cpu(path);
+        const int vocab = minfer_model_n_vocab(m);
+        constexpr int kSeqs = 90;
+        struct Want {
+            std::vector<int32_t> prompt;
+            int max_tokens = 0;
+            minfer_sampler_params sp{};
+            bool sampled = false;
+            Alone alone;
+            uint64_t id = 0;
+        };
+        std::vector<Want> want(kSeqs);
+        for (int i = 0; i < kSeqs; ++i) {
+            Want& w = want[static_cast<size_t>(i)];
+            w.prompt = random_prompt(1 + rng() % 6, vocab, rng);
+            w.max_tokens = 3 + static_cast<int>(rng() % 4);
+            w.sampled = i % 5 != 4;
+            minfer_sampler_params_init(&w.sp);
+            w.sp.temperature = 1.0f;  // temperature alone (top_k 0, top_p 1, min_p 0): every token a candidate
+            w.sp.top_k = 0;
+            w.sp.top_p = 1.0f;
+            w.sp.min_p = 0.0f;
+            w.sp.seed = rng();
+            w.alone = run_alone(m, w.prompt, w.max_tokens, w.sampled ? &w.sp : nullptr);
+        }
+        minfer_batch* b = make_batch(m, kSeqs, kSeqs * 8);
+        for (Want& w : want) w.id = add(b, w.prompt, w.max_tokens, w.sampled ? &w.sp : nullptr);
+        std::map<uint64_t, Seen> seen;
+        int widest = 0;
+        for (int steps = 0; steps < 200; ++steps) {
+            const size_t n = step(b, seen);
+            widest = std::max(widest, stats(b).last_step_sequences);
+            const minfer_batch_stats st = stats(b);
+            if (n == 0 && st.active == 0 && st.queued == 0) break;
+        }
+        CHECK(widest == kSeqs);  // every sequence decoded in the same steps
+        size_t sampled_same = 0;
+        for (const Want& w : want) {
+            CAPTURE(w.id);
+            const Seen& s = seen[w.id];
+            REQUIRE(s.finished);
+            CHECK(s.status == MINFER_OK);
+            if (w.sampled) {
+                CHECK(s.tokens == w.alone.tokens);
+                sampled_same += s.tokens == w.alone.tokens;
+            } else {
+                check_same_tokens(s.tokens, w.alone, true);
+            }
+        }
+        CHECK(sampled_same == 72);
+        minfer_batch_free(b);
+        minfer_close(m);
+    }
+
     TEST_CASE("stop strings: the text ends before the first stop string, also across tokens") {
         const uint64_t seed = test::seed();
         CAPTURE(seed);

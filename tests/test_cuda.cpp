@@ -998,6 +998,61 @@ std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int
     return out;
 }
 
+// 90 sequences of random prompts (1 to 12 tokens) in one CUDA batch, 80 of them sampled (temperature
+// alone, each with its own seed) between greedy ones; their tokens, in the order they were added. With
+// `together` off, each sampled row is read back and sampled in turn (engine::testing::set_batch_fetch).
+std::vector<std::vector<int32_t>> sampled_batch(minfer_model* gpu, bool together) {
+    minfer::engine::testing::set_batch_fetch(together);
+    std::mt19937_64 rng(1234);
+    constexpr int kSeqs = 90;
+    std::vector<std::vector<int32_t>> got(kSeqs);
+    std::vector<uint64_t> ids(kSeqs);
+    minfer_batch_params bp;
+    minfer_batch_params_init(&bp);
+    bp.max_sequences = kSeqs;
+    bp.max_step_tokens = kSeqs * 12;
+    bp.kv_tokens = kSeqs * 32;
+    minfer_batch* b = nullptr;
+    REQUIRE_MESSAGE(minfer_batch_create(gpu, &bp, &b) == MINFER_OK, minfer_last_error());
+    for (int i = 0; i < kSeqs; ++i) {
+        std::vector<int32_t> prompt(1 + rng() % 12);
+        for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % 256);
+        minfer_sampler_params sp;
+        minfer_sampler_params_init(&sp);
+        sp.temperature = 1.0f;
+        sp.top_k = 0;
+        sp.top_p = 1.0f;
+        sp.min_p = 0.0f;
+        sp.seed = rng();
+        minfer_sequence_params q;
+        minfer_sequence_params_init(&q);
+        q.prompt = prompt.data();
+        q.n_prompt = prompt.size();
+        q.max_tokens = 8;
+        q.sampler = i % 9 == 8 ? nullptr : &sp;
+        REQUIRE(minfer_batch_add(b, &q, &ids[static_cast<size_t>(i)]) == MINFER_OK);
+    }
+    int done = 0;
+    for (int step = 0; step < 200 && done < kSeqs; ++step) {
+        minfer_batch_event ev[kSeqs];
+        size_t n = 0;
+        REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, kSeqs, &n) == MINFER_OK, minfer_last_error());
+        for (size_t e = 0; e < n; ++e) {
+            const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), ev[e].id) - ids.begin());
+            REQUIRE(i < ids.size());
+            if (ev[e].token >= 0) got[i].push_back(ev[e].token);
+            if (ev[e].finished) {
+                CHECK_MESSAGE(ev[e].status == MINFER_OK, ev[e].error);
+                ++done;
+            }
+        }
+    }
+    CHECK(done == kSeqs);
+    minfer_batch_free(b);
+    minfer::engine::testing::set_batch_fetch(true);
+    return got;
+}
+
 // Eleven sequences of random prompts (1 to 40 tokens) and lengths served together by a batch on the GPU
 // (steps of up to 16 tokens: decode rows beside prefill chunks), against each sequence alone on the CPU:
 // the greedy tokens agree wherever the CPU's top two logits are apart by more than the error bound.
@@ -1920,6 +1975,30 @@ TEST_SUITE("cuda") {
     // decode tokens, pages of one pool), each sequence's greedy tokens against the same sequence alone on
     // the CPU backend. Both backends are within 2e-3 ||logits|| of exact (the whole-model tests), so the
     // tokens may differ only where the CPU's best two logits are closer than 4e-3 ||logits||.
+    TEST_CASE("batch: sampled rows read back together and sampled side by side draw what one at a time draws") {
+        // The same 90 sequences twice on one CUDA model (80 sampled rows a step: groups of 64 and 16,
+        // runs of consecutive rows cut by greedy ones): their logits brought back together
+        // (fetch_logits) and sampled on threads, then read back and sampled row by row; the forward is
+        // the same, so every token must be.
+        const std::string path = synth_model("qwen2-tiny", "q4_K_M");
+        minfer_model* gpu = open_on(path, "cuda");
+        const auto together = sampled_batch(gpu, true), alone = sampled_batch(gpu, false);
+        size_t tokens = 0, distinct_firsts = 0;
+        std::vector<int32_t> firsts;
+        for (size_t i = 0; i < together.size(); ++i) {
+            CAPTURE(i);
+            CHECK(together[i].size() == 8);
+            CHECK(together[i] == alone[i]);
+            tokens += together[i].size();
+            if (!together[i].empty()) firsts.push_back(together[i][0]);
+        }
+        std::sort(firsts.begin(), firsts.end());
+        distinct_firsts = static_cast<size_t>(std::unique(firsts.begin(), firsts.end()) - firsts.begin());
+        CHECK(tokens == 90 * 8);
+        CHECK(distinct_firsts > 45);  // the rows differ: a row read at the wrong place would show
+        minfer_close(gpu);
+    }
+
     TEST_CASE("batch: CUDA sequences in one forward agree with each sequence alone on the CPU") {
         for (const char* mix : {"f16", "q4_K_M"}) {
             CAPTURE(mix);

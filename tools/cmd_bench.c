@@ -18,7 +18,7 @@
 
 static const char* const BENCH_HELP =
     "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [-d|--depth N] [--json] [--option KEY=VALUE]...\n"
-    "                    [--bandwidth] [--seqs N[,N...]] [--quiet]\n"
+    "                    [--bandwidth] [--seqs N[,N...] [--temp T]] [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps from an empty context, as llama-bench's tg, default 128) in tokens per second, repeated -r times\n"
@@ -45,7 +45,9 @@ static const char* const BENCH_HELP =
     "prefills before it decodes, so the sequences then decode in lockstep. Prints per N the time until every\n"
     "sequence has its first token (the prefill phase), the aggregate decode rate (tokens sampled after that\n"
     "over the time they took) and the end-to-end rate, best of -r repetitions (each on a fresh batch after a\n"
-    "warm-up).\n";
+    "warm-up). --temp T: the sequences sample instead, at temperature T with nothing cut (top_k 0, top_p 1,\n"
+    "min_p 0, as a request that sets the temperature alone: every token of the vocabulary a candidate), each\n"
+    "with its own seed.\n";
 
 /* ---- prefill arithmetic ----------------------------------------------------------------------- */
 
@@ -206,7 +208,8 @@ struct batch_run {
     int failed;
 };
 
-static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt, int n_gen, uint64_t seed, struct batch_run* out) {
+static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt, int n_gen, double temp, uint64_t seed,
+                                      struct batch_run* out) {
     minfer_batch_params bp;
     minfer_batch* b = NULL;
     minfer_batch_event* ev = NULL;
@@ -243,6 +246,7 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
     t0 = now_seconds();
     for (i = 0; i < n_seqs && st == MINFER_OK; ++i) {
         minfer_sequence_params sp;
+        minfer_sampler_params sampler;
         uint64_t id;
         for (j = 0; j < n_prompt; ++j) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -252,6 +256,15 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
         sp.prompt = prompt;
         sp.n_prompt = (size_t)n_prompt;
         sp.max_tokens = n_gen;
+        if (temp > 0.0) {
+            minfer_sampler_params_init(&sampler);
+            sampler.temperature = (float)temp;
+            sampler.top_k = 0;
+            sampler.top_p = 1.0f;
+            sampler.min_p = 0.0f;
+            sampler.seed = seed + (uint64_t)i;
+            sp.sampler = &sampler;
+        }
         st = minfer_batch_add(b, &sp, &id);
     }
     while (st == MINFER_OK && done < n_seqs) {
@@ -284,10 +297,13 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
     return MINFER_OK;
 }
 
-static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_gen, long reps) {
+static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_gen, double temp, long reps) {
     const char* p = seqs;
-    printf("| model | device | seqs | prompt | new | first tokens s | decode t/s (aggregate) | end-to-end t/s | steps |\n");
-    printf("|---|---|---|---|---|---|---|---|---|\n");
+    char sampling[32];
+    if (temp > 0.0) snprintf(sampling, sizeof sampling, "temp %.2f", temp);
+    else snprintf(sampling, sizeof sampling, "greedy");
+    printf("| model | device | seqs | prompt | new | sampling | first tokens s | decode t/s (aggregate) | end-to-end t/s | steps |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|\n");
     while (*p) {
         char* end = NULL;
         long n = strtol(p, &end, 10);
@@ -299,15 +315,15 @@ static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_
             return 1;
         }
         p = *end == ',' ? end + 1 : end;
-        st = bench_batch_once(m, (int)n, n_prompt < 16 ? (int)n_prompt : 16, 4, 7, &run); /* warm-up */
+        st = bench_batch_once(m, (int)n, n_prompt < 16 ? (int)n_prompt : 16, 4, temp, 7, &run); /* warm-up */
         memset(&best, 0, sizeof best);
         for (r = 0; r < reps && st == MINFER_OK; ++r) {
-            st = bench_batch_once(m, (int)n, (int)n_prompt, (int)n_gen, 0x9e3779b97f4a7c15ull + (uint64_t)r, &run);
+            st = bench_batch_once(m, (int)n, (int)n_prompt, (int)n_gen, temp, 0x9e3779b97f4a7c15ull + (uint64_t)r, &run);
             if (st == MINFER_OK && run.decode_tps > best.decode_tps) best = run;
         }
         if (st != MINFER_OK) return fail_status(st, "bench");
-        printf("| %s | %s | %ld | %ld | %ld | %.3f | %.1f | %.1f | %" PRIu64 " |%s\n", minfer_model_name(m), minfer_model_device(m), n,
-               n_prompt, n_gen, best.first_s, best.decode_tps, best.total_tps, best.steps, best.failed ? " (some sequences failed)" : "");
+        printf("| %s | %s | %ld | %ld | %ld | %s | %.3f | %.1f | %.1f | %" PRIu64 " |%s\n", minfer_model_name(m), minfer_model_device(m), n,
+               n_prompt, n_gen, sampling, best.first_s, best.decode_tps, best.total_tps, best.steps, best.failed ? " (some sequences failed)" : "");
         fflush(stdout);
     }
     printf("\nbuild: %s; best of %ld repetitions\n", minfer_build_info(), reps);
@@ -333,7 +349,7 @@ int cmd_bench(int argc, char** argv) {
     uint64_t peak_rss = 0;
     int json = 0, bandwidth = 0, prompt_given = 0;
     const char* seqs = NULL;
-    double read_bw = 0.0;
+    double read_bw = 0.0, temp = 0.0;
     for (i = 0; i < argc; ++i) {
         const char* a = argv[i];
         if (is_help(a)) {
@@ -348,6 +364,11 @@ int cmd_bench(int argc, char** argv) {
         } else if (strcmp(a, "--seqs") == 0) {
             if (i + 1 >= argc) return usage_error("bench", "--seqs expects counts, e.g. 1,8,32,64");
             seqs = argv[++i];
+        } else if (strcmp(a, "--temp") == 0) {
+            char* end = NULL;
+            if (i + 1 >= argc) return usage_error("bench", "--temp expects a temperature");
+            temp = strtod(argv[++i], &end);
+            if (!end || *end != '\0' || !(temp > 0.0 && temp <= 100.0)) return usage_error("bench", "--temp expects a temperature above 0, at most 100");
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
@@ -371,6 +392,7 @@ int cmd_bench(int argc, char** argv) {
         }
     }
     if (!path) return usage_error("bench", "-m MODEL.gguf is required");
+    if (temp > 0.0 && !seqs) return usage_error("bench", "--temp goes with --seqs (the single-context tests decode greedily, as llama-bench)");
     if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
     setup_reporting();
     if (seqs) {
@@ -379,7 +401,7 @@ int cmd_bench(int argc, char** argv) {
         if (n_prompt < 1 || n_gen < 1) return usage_error("bench", "--seqs needs -p and -n of at least 1");
         st = minfer_open_with_options(path, keys + 1, values + 1, n_options - 1, &m);
         if (st != MINFER_OK) return fail_status(st, "bench");
-        rc = bench_batch(m, seqs, n_prompt, n_gen, reps);
+        rc = bench_batch(m, seqs, n_prompt, n_gen, temp, reps);
         minfer_close(m);
         return rc;
     }

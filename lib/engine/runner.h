@@ -42,8 +42,15 @@ public:
     // the greedy token: the highest logit, the lowest id among equal ones, NaN never chosen; -1 when every
     // logit is -INFINITY or NaN. On the GPU it is chosen there: the logits stay on the device.
     virtual int32_t argmax(size_t i) = 0;
-    // its n_vocab logits, in host memory owned by the runner and valid until the next call on it.
+    // its n_vocab logits, in host memory owned by the runner and valid until the next call on it
+    // (fetch_logits excepted: the rows it brought stay valid until the next forward or fetch).
     virtual std::span<const float> logits(size_t i) = 0;
+    // Brings the logits of output rows `rows` (ascending, distinct, at most kFetchRows) to host memory in
+    // one transfer and one wait, instead of one of each per row: logits(i) of those rows is then a read,
+    // safe from several threads at once, until the next forward or fetch_logits. A backend that keeps its
+    // logits in host memory has nothing to do. Throws Error (a device fault poisons the CUDA model).
+    static constexpr size_t kFetchRows = 64;
+    virtual void fetch_logits(std::span<const size_t> rows) { (void)rows; }
 
     // The page bookkeeping of the KV cache.
     virtual KvPool& kv() = 0;

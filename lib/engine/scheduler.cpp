@@ -6,8 +6,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/cpu_ops.h"
+#include "cpu/threadpool.h"
 #include "device/device.h"
 #include "engine/ops_runner.h"
+#include "engine/testing.h"
 
 namespace minfer::engine {
 
@@ -258,19 +260,93 @@ void Scheduler::run_forward() {
         }
         s.n_past += s.feeding;
     }
-    for (size_t i = 0; i < row_seq_.size(); ++i) {
+    // Each output row's token: the greedy ones from the runner's argmax, the sampled ones in groups of
+    // up to Runner::kFetchRows rows, whose logits come to the host in one transfer and whose samplers
+    // then run side by side (each sequence has its own generator, so the threads change no draw). The
+    // events then go out in row order, as one at a time would give them.
+    const size_t n_rows = row_seq_.size();
+    picked_.assign(n_rows, Pick{});
+    sampled_.clear();
+    for (size_t i = 0; i < n_rows; ++i) {
         Seq& s = *row_seq_[i];
         if (s.done) continue;
-        int32_t token = -1;
-        try {
-            token = s.greedy ? runner_->argmax(i) : s.sampler.sample(runner_->logits(i), s.history);
-            if (token < 0) fail(MINFER_ERR_INVALID_ARGUMENT, "every token is banned: each logit is -INFINITY or NaN");
-        } catch (const Error& e) {
-            finish(s, e.status(), MINFER_STOP_NONE, e.what());
+        if (!s.greedy) {
+            sampled_.push_back(i);
             continue;
         }
-        emit_token(s, token);
+        try {
+            picked_[i].token = runner_->argmax(i);
+        } catch (const Error& e) {
+            picked_[i].status = e.status();
+            picked_[i].error = e.what();
+        }
     }
+    for (size_t g = 0; g < sampled_.size(); g += Runner::kFetchRows)
+        sample_rows(std::span<const size_t>(sampled_).subspan(g, std::min(Runner::kFetchRows, sampled_.size() - g)));
+    for (size_t i = 0; i < n_rows; ++i) {
+        Seq& s = *row_seq_[i];
+        if (s.done) continue;
+        Pick& p = picked_[i];
+        if (p.status == MINFER_OK && p.token < 0) {
+            p.status = MINFER_ERR_INVALID_ARGUMENT;
+            p.error = "every token is banned: each logit is -INFINITY or NaN";
+        }
+        if (p.status != MINFER_OK)
+            finish(s, p.status, MINFER_STOP_NONE, p.error);
+        else
+            emit_token(s, p.token);
+    }
+}
+
+void Scheduler::sample_rows(std::span<const size_t> rows) {
+    auto fail_rows = [&](const Error& e) {
+        for (size_t i : rows) picked_[i] = Pick{-1, e.status(), e.what()};
+    };
+    const bool together = testing::batch_fetch();
+    try {
+        if (together) runner_->fetch_logits(rows);
+    } catch (const Error& e) {
+        fail_rows(e);
+        return;
+    }
+    auto one = [&](size_t i) {
+        Seq& s = *row_seq_[i];
+        try {
+            picked_[i].token = s.sampler.sample(runner_->logits(i), s.history);
+        } catch (const Error& e) {
+            picked_[i] = Pick{-1, e.status(), e.what()};
+        } catch (const std::exception& e) {
+            picked_[i] = Pick{-1, MINFER_ERR_INTERNAL, e.what()};
+        }
+    };
+    cpu::ThreadPool* pool = together && rows.size() > 1 ? sampling_pool() : nullptr;
+    if (!pool) {
+        for (size_t i : rows) one(i);
+        return;
+    }
+    try {
+        pool->parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t k, int) { one(rows[static_cast<size_t>(k)]); });
+    } catch (const std::exception& e) {  // not from a row (each catches its own): the pool itself
+        fail_rows(Error(MINFER_ERR_INTERNAL, std::string("sampling threads: ") + e.what()));
+    }
+}
+
+// The threads that sample a step's rows: the `threads` option's count (0: one per physical core), read
+// at each step so a change applies at the next one; none (the stepping thread alone) for one thread or
+// when they cannot be started.
+cpu::ThreadPool* Scheduler::sampling_pool() {
+    const int want = cpu::resolve_threads(model_->options().get(options::Id::threads));
+    if (want <= 1) return nullptr;
+    if (!pool_ || pool_->size() != want) {
+        pool_.reset();
+        try {
+            pool_ = std::make_unique<cpu::ThreadPool>(want);
+        } catch (const std::exception& e) {
+            log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %d sampling threads could not start (%s): sampling on one", want, e.what());
+            return nullptr;
+        }
+    }
+    return pool_.get();
 }
 
 // The longest suffix of `text` that is a proper prefix of one of the stop strings.

@@ -21,9 +21,11 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "cpu/threadpool.h"
 #include "engine/engine.h"
 #include "engine/runner.h"
 #include "sampling/sampler.h"
@@ -98,6 +100,8 @@ private:
     void admit();
     void build();
     void run_forward();
+    void sample_rows(std::span<const size_t> rows);
+    cpu::ThreadPool* sampling_pool();
     void finish(Seq& s, minfer_status status, minfer_stop_reason reason, const std::string& error);
     void emit_token(Seq& s, int32_t token);
     void drop_finished();
@@ -125,6 +129,14 @@ private:
     std::deque<Event> pending_;                // events not yet handed out
     std::vector<int32_t> tokens_, pos_, seq_, out_rows_;
     std::vector<Seq*> row_seq_;                // the sequence of each output row
+    struct Pick {                              // an output row's next token, or why it has none
+        int32_t token = -1;
+        minfer_status status = MINFER_OK;
+        std::string error;
+    };
+    std::vector<Pick> picked_;                 // per output row
+    std::vector<size_t> sampled_;              // the rows whose sequences sample (not greedy)
+    std::unique_ptr<cpu::ThreadPool> pool_;    // sampling threads, started at the first step that samples two rows
     std::atomic<bool> busy_{false};
 };
 

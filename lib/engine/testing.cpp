@@ -6,6 +6,12 @@
 namespace minfer::engine::testing {
 namespace {
 std::atomic<uint32_t> g_plant{kPlantNone};
+// MINFER_SAMPLE_TOGETHER=0 builds the one-row-at-a-time path as the default, for a side-by-side timing
+// (scripts/gpu-ab); the tests set it either way.
+#ifndef MINFER_SAMPLE_TOGETHER
+#define MINFER_SAMPLE_TOGETHER 1
+#endif
+std::atomic<bool> g_batch_fetch{MINFER_SAMPLE_TOGETHER != 0};
 
 constexpr struct {
     uint32_t plant;
@@ -20,6 +26,8 @@ constexpr struct {
 
 void set_plant(uint32_t plants) { g_plant.store(plants); }
 uint32_t plant() { return g_plant.load(); }
+void set_batch_fetch(bool on) { g_batch_fetch.store(on); }
+bool batch_fetch() { return g_batch_fetch.load(); }
 
 void apply_plant(uint32_t plants, model::Config& c) {
     c.planted = plants;

@@ -31,4 +31,10 @@ void apply_plant(uint32_t plants, model::Config& c);
 const char* plant_name(uint32_t plant);
 uint32_t plant_from_name(const char* name);
 
+// Process-wide, default on (MINFER_SAMPLE_TOGETHER): a batch step brings its sampled rows' logits to the host together and
+// samples them on several threads (Scheduler::sample_rows). Off, each row is read back and sampled in
+// turn, as before that existed: the reference a test holds the fast path to. Read at each step.
+void set_batch_fetch(bool on);
+bool batch_fetch();
+
 }  // namespace minfer::engine::testing
