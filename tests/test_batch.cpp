@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/batch_runs.h"  // plain C++: the CUDA forward's cut of a batch
+#include "engine/testing.h"
 #include "helpers.h"
 #include "minfer.h"
 
@@ -233,6 +234,7 @@ TEST_SUITE("batch") {
         const uint64_t seed = test::seed();
         CAPTURE(seed);
         std::mt19937_64 rng(seed);
+        minfer::engine::testing::set_batch_fetch(true);  // the rows together, whatever MINFER_SAMPLE_TOGETHER built
         const std::string path = test::tmp_path("batch-sampled-rows.gguf");
         REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", rng()) == MINFER_OK);
         minfer_model* m = open_cpu(path);

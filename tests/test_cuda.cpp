@@ -1002,6 +1002,9 @@ std::vector<WholeModelComparison> cuda_vs_reference(const std::string& path, int
 // alone, each with its own seed) between greedy ones; their tokens, in the order they were added. With
 // `together` off, each sampled row is read back and sampled in turn (engine::testing::set_batch_fetch).
 std::vector<std::vector<int32_t>> sampled_batch(minfer_model* gpu, bool together) {
+    struct Restore {  // the default back even when a REQUIRE ends the test
+        ~Restore() { minfer::engine::testing::set_batch_fetch(true); }
+    } restore;
     minfer::engine::testing::set_batch_fetch(together);
     std::mt19937_64 rng(1234);
     constexpr int kSeqs = 90;
@@ -1049,7 +1052,6 @@ std::vector<std::vector<int32_t>> sampled_batch(minfer_model* gpu, bool together
     }
     CHECK(done == kSeqs);
     minfer_batch_free(b);
-    minfer::engine::testing::set_batch_fetch(true);
     return got;
 }
 
@@ -1987,14 +1989,14 @@ TEST_SUITE("cuda") {
         std::vector<int32_t> firsts;
         for (size_t i = 0; i < together.size(); ++i) {
             CAPTURE(i);
-            CHECK(together[i].size() == 8);
+            CHECK(!together[i].empty());  // 8 tokens, fewer where a draw is end-of-generation
             CHECK(together[i] == alone[i]);
             tokens += together[i].size();
             if (!together[i].empty()) firsts.push_back(together[i][0]);
         }
         std::sort(firsts.begin(), firsts.end());
         distinct_firsts = static_cast<size_t>(std::unique(firsts.begin(), firsts.end()) - firsts.begin());
-        CHECK(tokens == 90 * 8);
+        CHECK(tokens > 90 * 6);
         CHECK(distinct_firsts > 45);  // the rows differ: a row read at the wrong place would show
         minfer_close(gpu);
     }

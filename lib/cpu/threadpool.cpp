@@ -79,18 +79,29 @@ int resolve_threads(int64_t option) {
 }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-    workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-    for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&ThreadPool::worker, this, i);
+    try {
+        workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back(&ThreadPool::worker, this, i);
+    } catch (...) {
+        // A thread that cannot start: the ones that did are stopped and joined (a joinable std::thread
+        // destroyed would terminate the process), and the caller gets the error.
+        stop_workers();
+        throw;
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true, std::memory_order_release);
     }
     start_cv_.notify_all();
     for (auto& t : workers_) t.join();
+    workers_.clear();
 }
+
 
 void ThreadPool::run_tasks(int thread) {
     for (;;) {

@@ -16,7 +16,8 @@ namespace minfer::cpu {
 
 class ThreadPool {
 public:
-    explicit ThreadPool(int n_threads);  // n_threads >= 1, the caller included
+    explicit ThreadPool(int n_threads);  // n_threads >= 1, the caller included; throws std::system_error
+                                         // when a thread cannot start (none is left running)
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
@@ -29,6 +30,7 @@ public:
 
 private:
     void worker(int index);
+    void stop_workers();
     void run_tasks(int thread);
 
     int n_threads_;

@@ -299,15 +299,15 @@ void Scheduler::run_forward() {
 }
 
 void Scheduler::sample_rows(std::span<const size_t> rows) {
-    auto fail_rows = [&](const Error& e) {
-        for (size_t i : rows) picked_[i] = Pick{-1, e.status(), e.what()};
-    };
-    const bool together = testing::batch_fetch();
+    bool together = testing::batch_fetch();
     try {
         if (together) runner_->fetch_logits(rows);
     } catch (const Error& e) {
-        fail_rows(e);
-        return;
+        // When they cannot (no pinned memory for them, say), each row is read back alone below and fails
+        // alone if it must.
+        log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' logits could not come back together (%s): one at a time", rows.size(),
+                 e.what());
+        together = false;
     }
     auto one = [&](size_t i) {
         Seq& s = *row_seq_[i];
@@ -327,22 +327,23 @@ void Scheduler::sample_rows(std::span<const size_t> rows) {
     try {
         pool->parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t k, int) { one(rows[static_cast<size_t>(k)]); });
     } catch (const std::exception& e) {  // not from a row (each catches its own): the pool itself
-        fail_rows(Error(MINFER_ERR_INTERNAL, std::string("sampling threads: ") + e.what()));
+        for (size_t i : rows) picked_[i] = Pick{-1, MINFER_ERR_INTERNAL, std::string("sampling threads: ") + e.what()};
     }
 }
 
-// The threads that sample a step's rows: the `threads` option's count (0: one per physical core), read
-// at each step so a change applies at the next one; none (the stepping thread alone) for one thread or
-// when they cannot be started.
+// The threads that sample a step's rows: the `threads` option's count (0: one per physical core), at
+// most a group's rows, read at each step so a change applies at the next one; none (the stepping thread
+// alone) for one thread or when they cannot be started.
 cpu::ThreadPool* Scheduler::sampling_pool() {
-    const int want = cpu::resolve_threads(model_->options().get(options::Id::threads));
-    if (want <= 1) return nullptr;
+    const int want = std::min<int>(cpu::resolve_threads(model_->options().get(options::Id::threads)), static_cast<int>(Runner::kFetchRows));
+    if (want <= 1 || want == pool_failed_) return nullptr;
     if (!pool_ || pool_->size() != want) {
         pool_.reset();
         try {
             pool_ = std::make_unique<cpu::ThreadPool>(want);
         } catch (const std::exception& e) {
             log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %d sampling threads could not start (%s): sampling on one", want, e.what());
+            pool_failed_ = want;  // not tried again until the option changes
             return nullptr;
         }
     }

@@ -137,6 +137,7 @@ private:
     std::vector<Pick> picked_;                 // per output row
     std::vector<size_t> sampled_;              // the rows whose sequences sample (not greedy)
     std::unique_ptr<cpu::ThreadPool> pool_;    // sampling threads, started at the first step that samples two rows
+    int pool_failed_ = 0;                      // a thread count that could not start
     std::atomic<bool> busy_{false};
 };
 
