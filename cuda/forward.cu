@@ -141,6 +141,7 @@ std::atomic<uint64_t> g_pruned_rows{0};       // ... the rows they dropped
 std::atomic<uint64_t> g_pruned_multi{0};      // ... those of them that kept two rows or more
 std::atomic<uint64_t> g_q16_layers{0};        // testing::cuda_q16_layers: layers whose attention read f16 q
 std::atomic<int> g_one_chunk{-1};             // testing::cuda_attn_one_chunk: keys, -1 the build's MINFER_ATTN_ONE_CHUNK
+std::atomic<uint32_t> g_decode_skip{0};       // testing::cuda_decode_skip: a one-token step's operations left out (timing only)
 
 // The longest decode row that takes one chunk (MINFER_ATTN_ONE_CHUNK, or the tests' value).
 int one_chunk_keys() {
@@ -273,6 +274,13 @@ public:
                                  "RoPE rotations");
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
         }
+        // tests/bench_decode_parts (testing::cuda_decode_skip): a step with operations left out reads what
+        // nothing in it wrote (the quantized input of layer 0, the keys and values of its own position);
+        // zeroed first, those hold finite values, so that a timing run's logits (wrong anyway) stay finite
+        // and its sampling goes on.
+        if (g_decode_skip.load(std::memory_order_relaxed) != 0)
+            for (DeviceMemory* b : {&k_cache_, &v_cache_, &x_, &xb_, &q_, &qkv_, &att_, &gate_up_, &xq_})
+                if (b->bytes()) check(cudaMemsetAsync(b->as<void>(), 0, b->bytes(), s()), "zeroed buffers");
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(6 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
@@ -660,6 +668,12 @@ private:
         // n, single and few change once, where the last layer goes on with the wanted rows alone
         // (MINFER_PRUNE_LAST); the lambdas below read them as they stand.
         bool single = n == 1;
+        // The one-token step's operations that tests/bench_decode_parts leaves out to time them in the
+        // running graph (testing::cuda_decode_skip; 0 but there). Each `left(bit)` below is true for an
+        // operation that runs.
+        const uint32_t skip = single ? g_decode_skip.load(std::memory_order_relaxed) : 0;
+        auto left = [skip](uint32_t bit) { return (skip & bit) == 0; };
+        namespace dp = testing::decode_part;
         // A few tokens (a decode step of several sequences, a short prompt): the int8 mat-vecs take them all
         // in one read of each weight, where the weights allow; the GEMMs take the rest.
         bool few = n > 1 && n <= cuda::kMatvecMaxCols;
@@ -773,11 +787,12 @@ private:
             const bool qkv_xq = single ? i8(L.wq) || i8(L.wk) || i8(L.wv) : qkv_few;
             // The GEMMs read the f16 copy alone: no f32 output then (MINFER_NORM_F16_ONLY).
             const bool qkv16 = !single && !qkv_few;
-            norm(L.attn_norm, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb, qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr,
-                 qkv_xq ? xq : nullptr);
+            if (left(dp::kAttnNorm))
+                norm(L.attn_norm, qkv16 && MINFER_NORM_F16_ONLY ? nullptr : xb,
+                     qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, qkv_xq ? xq : nullptr);
             cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
-                joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
+                if (left(dp::kQkv)) joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
             } else if (gemm_concat(1, {&L.wq, &L.wk, &L.wv}, qkv, xb)) {
                 const int64_t ld = q_dim_ + 2 * kv_dim_;
                 proj = {qkv, qkv + q_dim_, qkv + q_dim_ + kv_dim_, ld, ld};
@@ -788,9 +803,10 @@ private:
             // q in f16 (MINFER_Q16), in q_'s memory: where the projections came from the concatenated GEMM
             // (qkv_), not where q_ holds the q product that qkv_finish reads.
             __half* const q16 = q16_step && !last_pruned && proj.q != q ? reinterpret_cast<__half*>(q) : nullptr;
-            cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
-                             inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope, q16,
-                             q16 ? cuda::attention_qscale(c.head_dim) : 0.0f);
+            if (left(dp::kQkvFinish))
+                cuda::qkv_finish(proj, q, n, c.n_head, c.n_head_kv, c.head_dim, L.bq, L.bk, L.bv, L.q_norm, L.k_norm, eps,
+                                 inv_freq_.as<double>(), 0, pos_dev, kc, vc, per_token, s(), rope, q16,
+                                 q16 ? cuda::attention_qscale(c.head_dim) : 0.0f);
             if (q16) g_q16_layers.fetch_add(1, std::memory_order_relaxed);
             if (last_pruned) {
                 const int m = static_cast<int>(rows.size());
@@ -847,13 +863,15 @@ private:
                 const size_t e = cuda::decode_group_end(runs, r, static_cast<size_t>(shape_.n_seq));
                 cuda::KvMap rows_map = per_token;
                 rows_map.slot = slot_dev + run.begin;
-                cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
-                                            pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
-                                            att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n, one_chunk_,
-                                            cuda::decode_launch_last(runs, e));
+                if (left(dp::kAttention))
+                    cuda::attention_decode_rows(q + run.begin * q_dim_, kc, vc, att + run.begin * q_dim_, static_cast<int>(e - r),
+                                                pos_dev + run.begin, c.n_head, c.n_head_kv, c.head_dim, partial_.as<float>(), s(), rows_map,
+                                                att16 ? att16 + run.begin * q_dim_ : nullptr, att_xq, static_cast<int>(run.begin), n,
+                                                one_chunk_, cuda::decode_launch_last(runs, e));
                 r = e;
             }
-            if (i8(L.wo)) {
+            if (!left(dp::kO)) {
+            } else if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 const Mat wo = L.wo.for_xq(n);
                 cuda::matvec_xq(wo.type, 1, &wo.w, &wo.rows, wo.cols, xq, &x, s(), true, n);  // x += Wo att
@@ -864,15 +882,16 @@ private:
             const bool gate_up_few = few && i8(L.gate) && i8(L.up);
             const bool gate_up_xq = single ? i8(L.gate) || i8(L.up) : gate_up_few;
             const bool gate_up16 = !single && !gate_up_few;
-            norm(L.ffn_norm, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb,
-                 gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
+            if (left(dp::kFfnNorm))
+                norm(L.ffn_norm, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb,
+                     gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
             if (single) {
-                joint({&L.gate, &L.up}, {gate, up}, xb);
+                if (left(dp::kGateUp)) joint({&L.gate, &L.up}, {gate, up}, xb);
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
-                    cuda::quantize_x(gate, up, c.n_ff, xq, s());
+                    if (left(dp::kSwiglu)) cuda::quantize_x(gate, up, c.n_ff, xq, s());
                     const Mat down = L.down.for_xq(1);
-                    cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, xq, &x, s(), true);
-                } else {
+                    if (left(dp::kDown)) cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, xq, &x, s(), true);
+                } else if (left(dp::kDown)) {
                     cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
                 }
             } else {
@@ -1015,6 +1034,7 @@ int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
 int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
 int testing::cuda_attn_one_chunk(int keys) { return g_one_chunk.exchange(keys < 0 ? -1 : keys, std::memory_order_relaxed); }
+uint32_t testing::cuda_decode_skip(uint32_t mask) { return g_decode_skip.exchange(mask, std::memory_order_relaxed); }
 uint64_t testing::cuda_attn_one_chunk_launches(uint64_t* combines) { return cuda::testing_hooks::attention_decode_launches(combines); }
 uint64_t testing::cuda_pruned_layers(uint64_t* dropped, uint64_t* multi) {
     if (dropped) *dropped = g_pruned_rows.load();

@@ -65,6 +65,7 @@ int device::testing::cuda_prune_last(int) { no_cuda(); }
 uint64_t device::testing::cuda_pruned_layers(uint64_t*, uint64_t*) { no_cuda(); }
 int device::testing::cuda_q16(int) { no_cuda(); }
 int device::testing::cuda_attn_one_chunk(int) { no_cuda(); }
+uint32_t device::testing::cuda_decode_skip(uint32_t) { no_cuda(); }
 uint64_t device::testing::cuda_attn_one_chunk_launches(uint64_t*) { no_cuda(); }
 uint64_t device::testing::cuda_q16_layers() { no_cuda(); }
 std::vector<uint8_t> device::testing::cuda_download(const void*, uint64_t) { no_cuda(); }
