@@ -275,12 +275,17 @@ public:
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
         }
         // tests/bench_decode_parts (testing::cuda_decode_skip): a step with operations left out reads what
-        // nothing in it wrote (the quantized input of layer 0, the keys and values of its own position);
-        // zeroed first, those hold finite values, so that a timing run's logits (wrong anyway) stay finite
-        // and its sampling goes on.
-        if (g_decode_skip.load(std::memory_order_relaxed) != 0)
-            for (DeviceMemory* b : {&k_cache_, &v_cache_, &x_, &xb_, &q_, &qkv_, &att_, &gate_up_, &xq_})
+        // no operation of it wrote. Where an operation's output is the next one's input, the reader takes
+        // zero_ instead (zeros of the widest quantized input and of one token's projections: the same
+        // bytes read, finite); the rest (the keys and values of positions whose qkv_finish is left out,
+        // activations) is zeroed once here. So a timing run's logits, wrong anyway, stay finite and its
+        // sampling goes on.
+        if (g_decode_skip.load(std::memory_order_relaxed) != 0) {
+            zero_ = DeviceMemory(std::max<uint64_t>(xq_.bytes(), static_cast<uint64_t>(q_dim_ + 2 * kv_dim_) * sizeof(float)),
+                                 &m_->scratch_bytes, "zeros for operations left out");
+            for (DeviceMemory* b : {&k_cache_, &v_cache_, &x_, &xb_, &q_, &qkv_, &att_, &gate_up_, &xq_, &zero_})
                 if (b->bytes()) check(cudaMemsetAsync(b->as<void>(), 0, b->bytes(), s()), "zeroed buffers");
+        }
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(6 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
@@ -702,6 +707,8 @@ private:
         // The int8 mat-vec for w (one token, or a few): its input is xq, written by the RMSNorm or quantize_x
         // before it (a vector per token).
         void* xq = xq_.as<void>();
+        // The quantized input of a reader whose writer (bit) is left out: zeros of the same layout.
+        auto input_of = [&](uint32_t bit) { return left(bit) || !xq_.bytes() ? xq_.as<void>() : zero_.as<void>(); };
         // (The matrix it reads: a q5_0 weight has the int8 path only through its copy, for one input.)
         auto i8w = [&](const Mat& w, int ncols) {
             return int8_ && cuda::matvec_int8_supported(w.for_xq(ncols).type, ncols) && w.cols % 32 == 0;
@@ -792,7 +799,11 @@ private:
                      qkv16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, qkv_xq ? xq : nullptr);
             cuda::QkvIn proj{q, k, v, q_dim_, kv_dim_};
             if (single || qkv_few) {
+                xq = input_of(dp::kAttnNorm);
                 if (left(dp::kQkv)) joint({&L.wq, &L.wk, &L.wv}, {q, k, v}, xb);
+                xq = xq_.as<void>();
+                // (qkv_finish adds the biases to q in place: without the projections it reads zeros instead)
+                if (!left(dp::kQkv)) proj = {zero_.as<float>(), zero_.as<float>() + q_dim_, zero_.as<float>() + q_dim_ + kv_dim_, q_dim_, kv_dim_};
             } else if (gemm_concat(1, {&L.wq, &L.wk, &L.wv}, qkv, xb)) {
                 const int64_t ld = q_dim_ + 2 * kv_dim_;
                 proj = {qkv, qkv + q_dim_, qkv + q_dim_ + kv_dim_, ld, ld};
@@ -874,7 +885,8 @@ private:
             } else if (i8(L.wo)) {
                 if (!att_xq) cuda::quantize_x(att, nullptr, q_dim_, xq, s(), n);
                 const Mat wo = L.wo.for_xq(n);
-                cuda::matvec_xq(wo.type, 1, &wo.w, &wo.rows, wo.cols, xq, &x, s(), true, n);  // x += Wo att
+                cuda::matvec_xq(wo.type, 1, &wo.w, &wo.rows, wo.cols, att_xq ? input_of(dp::kAttention) : xq, &x, s(), true,
+                                n);  // x += Wo att
             } else {
                 add_to_x(L.wo, att, att16 != nullptr);  // x += Wo att
             }
@@ -886,11 +898,14 @@ private:
                 norm(L.ffn_norm, gate_up16 && MINFER_NORM_F16_ONLY ? nullptr : xb,
                      gate_up16 ? gemm_->input16(xb, n, c.n_embd, !MINFER_NORM_F16_ONLY) : nullptr, gate_up_xq ? xq : nullptr);
             if (single) {
+                xq = input_of(dp::kFfnNorm);
                 if (left(dp::kGateUp)) joint({&L.gate, &L.up}, {gate, up}, xb);
+                xq = xq_.as<void>();
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
                     if (left(dp::kSwiglu)) cuda::quantize_x(gate, up, c.n_ff, xq, s());
                     const Mat down = L.down.for_xq(1);
-                    if (left(dp::kDown)) cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, xq, &x, s(), true);
+                    if (left(dp::kDown))
+                        cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, input_of(dp::kSwiglu), &x, s(), true);
                 } else if (left(dp::kDown)) {
                     cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
                 }
@@ -979,6 +994,7 @@ private:
     DeviceMemory pages_;              // [n_seq][kv_.max_table()] the page tables
     DeviceMemory x_, xb_, q_, qkv_, att_, gate_up_, logits_, partial_;
     DeviceMemory xq_;      // the int8 mat-vecs' quantized input (int8_ only)
+    DeviceMemory zero_;    // zeros read in place of a left-out operation's output (testing::cuda_decode_skip only)
     DeviceMemory batch_;   // [6][max_tokens]: a chunk's token ids, positions, slots, output rows, and those rows' positions and slots
     DeviceMemory io_;      // the decode step's token, position, slot and output row
     DeviceMemory keys_;    // [max_out] argmax keys

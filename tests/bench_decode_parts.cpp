@@ -7,9 +7,10 @@
 //
 //   build/tests/bench_decode_parts -m MODEL.gguf [-n 128] [-d DEPTH] [-r 3] [--masks M,M,...]
 //
-// --masks: the decode_part bit sets to time (decimal), each against the whole step; by default every
-// single part, then the four small row kernels together (both RMSNorms, qkv_finish, the SwiGLU's
-// quantization) and the four mat-vec launches together.
+// --masks: the decode_part bit sets to time (decimal, comma-separated), each against the whole step; by
+// default every single part, then the four small row kernels together (both RMSNorms, qkv_finish, the
+// SwiGLU's quantization) and the four mat-vec launches together. A part the model's step does not have
+// (the SwiGLU's quantization where the down projection takes f32 input) costs nothing but noise.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -51,10 +52,11 @@ bool ok(minfer_status st, const char* what) {
 }
 
 // One timed run: a fresh context (so its decode graphs are captured with the mask set now), `depth`
-// random tokens prefilled (at least one); n greedy decode steps untimed, which capture the step's graphs
-// (one per form of the attention the positions take), the context cut back to the prefilled tokens (the
-// last one prefilled again for its logits), then the same n steps timed, as `minfer bench` times them on
-// its warmed context. Tokens per second, or -1.
+// random tokens prefilled (at least one); twice, untimed, n greedy decode steps and the context cut back
+// to the prefilled tokens (the last one prefilled again for its logits), so that every form of the step
+// the positions take (the attention's, by length) has run twice and been captured as a graph (on its
+// second run); then the same n steps timed, as `minfer bench` times them on its warmed context. Tokens
+// per second, or -1.
 double run_once(minfer_model* m, const std::vector<int32_t>& tokens, int depth, int n) {
     minfer_context* ctx = nullptr;
     if (!ok(minfer_context_create(m, &ctx), "context")) return -1;
@@ -62,9 +64,11 @@ double run_once(minfer_model* m, const std::vector<int32_t>& tokens, int depth, 
     int32_t tok = 0;
     const int p = std::max(depth, 1);
     minfer_status st = minfer_prefill(ctx, tokens.data(), static_cast<size_t>(p));
-    for (int i = 0; i < n && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
-    if (st == MINFER_OK) st = minfer_context_truncate(ctx, p - 1);
-    if (st == MINFER_OK) st = minfer_prefill(ctx, tokens.data() + p - 1, 1);
+    for (int pass = 0; pass < 2; ++pass) {
+        for (int i = 0; i < n && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
+        if (st == MINFER_OK) st = minfer_context_truncate(ctx, p - 1);
+        if (st == MINFER_OK) st = minfer_prefill(ctx, tokens.data() + p - 1, 1);
+    }
     if (ok(st, "warm-up")) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int i = 0; i < n && st == MINFER_OK; ++i) st = minfer_decode(ctx, &tok);
@@ -86,28 +90,35 @@ void mean_sd(const std::vector<double>& v, double& mean, double& sd) {
 
 }  // namespace
 
+// A whole decimal number in [lo, hi] (digits only), or -1.
+long number(const char* s, long lo, long hi) {
+    if (!*s || std::strspn(s, "0123456789") != std::strlen(s) || std::strlen(s) > 9) return -1;
+    const long v = std::strtol(s, nullptr, 10);
+    return v < lo || v > hi ? -1 : v;
+}
+
 int main(int argc, char** argv) {
     const char* path = nullptr;
-    int n = 128, depth = 0, reps = 3;
+    long n = 128, depth = 0, reps = 3;
     std::vector<uint32_t> masks;
     for (int i = 1; i < argc; ++i) {
         const bool has = i + 1 < argc;
         if (!std::strcmp(argv[i], "-m") && has) path = argv[++i];
-        else if (!std::strcmp(argv[i], "-n") && has) n = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "-d") && has) depth = std::atoi(argv[++i]);
-        else if (!std::strcmp(argv[i], "-r") && has) reps = std::atoi(argv[++i]);
+        else if (!std::strcmp(argv[i], "-n") && has) n = number(argv[++i], 1, 1 << 20);
+        else if (!std::strcmp(argv[i], "-d") && has) depth = number(argv[++i], 0, 1 << 24);
+        else if (!std::strcmp(argv[i], "-r") && has) reps = number(argv[++i], 1, 1000);
         else if (!std::strcmp(argv[i], "--masks") && has) {
-            for (const char* p = argv[++i]; *p;) {
-                char* end = nullptr;
-                const unsigned long v = std::strtoul(p, &end, 10);
-                if (end == p || v == 0 || v >= (1ul << dp::kCount)) return usage(argv[0]);
+            const std::string list = argv[++i];
+            for (size_t at = 0; at <= list.size();) {  // comma-separated, none empty
+                const size_t end = std::min(list.find(',', at), list.size());
+                const long v = number(list.substr(at, end - at).c_str(), 1, (1l << dp::kCount) - 1);
+                if (v < 0) return usage(argv[0]);
                 masks.push_back(static_cast<uint32_t>(v));
-                p = *end == ',' ? end + 1 : end;
-                if (*end && *end != ',') return usage(argv[0]);
+                at = end + 1;
             }
         } else return usage(argv[0]);
     }
-    if (!path || n < 1 || depth < 0 || reps < 1) return usage(argv[0]);
+    if (!path || n < 0 || depth < 0 || reps < 0) return usage(argv[0]);
     if (masks.empty()) {
         for (int b = 0; b < dp::kCount; ++b) masks.push_back(1u << b);
         masks.push_back(dp::kAttnNorm | dp::kQkvFinish | dp::kFfnNorm | dp::kSwiglu);
@@ -115,39 +126,52 @@ int main(int argc, char** argv) {
     }
     masks.insert(masks.begin(), 0u);  // the whole step, first in every round
 
-    const std::string ctx_len = std::to_string(std::max(depth, 1) + n);
+    const std::string ctx_len = std::to_string(std::max(depth, 1L) + n);
     const char* keys[] = {"ctx_len", "device"};
     const char* values[] = {ctx_len.c_str(), "cuda"};
     minfer_model* m = nullptr;
     if (!ok(minfer_open_with_options(path, keys, values, 2, &m), "open")) return 1;
     std::mt19937 rng(7);
-    std::vector<int32_t> tokens(static_cast<size_t>(std::max(depth, 1)));
+    std::vector<int32_t> tokens(static_cast<size_t>(std::max(depth, 1L)));
     for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(minfer_model_n_vocab(m)));
     int32_t n_layer = minfer_model_n_layer(m);
 
-    // A warm-up run (the kernels' first launches, the clocks), then the rounds.
-    if (run_once(m, tokens, depth, n) < 0) return 1;
+    // A warm-up run (the kernels' first launches, the clocks), then the rounds. A mask whose run fails
+    // (its message printed) is left out of the later rounds and of the table.
+    if (run_once(m, tokens, static_cast<int>(depth), static_cast<int>(n)) < 0) return 1;
     std::vector<std::vector<double>> rates(masks.size());
-    for (int r = 0; r < reps; ++r) {
+    std::vector<bool> failed(masks.size(), false);
+    for (long r = 0; r < reps; ++r) {
         for (size_t i = 0; i < masks.size(); ++i) {
+            if (failed[i]) continue;
             minfer::device::testing::cuda_decode_skip(masks[i]);
-            const double t = run_once(m, tokens, depth, n);
+            const double t = run_once(m, tokens, static_cast<int>(depth), static_cast<int>(n));
             minfer::device::testing::cuda_decode_skip(0);
-            if (t < 0) return 1;
+            if (t < 0) {
+                std::fprintf(stderr, "round %ld, mask %u: failed\n", r + 1, masks[i]);
+                if (i == 0) return 1;  // the whole step itself
+                failed[i] = true;
+                continue;
+            }
             rates[i].push_back(t);
-            std::fprintf(stderr, "round %d, mask %u: %.2f t/s\n", r + 1, masks[i], t);
+            std::fprintf(stderr, "round %ld, mask %u: %.2f t/s\n", r + 1, masks[i], t);
         }
     }
     minfer_close(m);
 
     // Each mask against the whole step of the same round: µs a token saved, and per layer.
-    std::printf("%s, %d layers: %d decode steps after %d prefilled token(s), %d rounds\n\n", path, n_layer, n, std::max(depth, 1), reps);
+    std::printf("%s, %d layers: %ld decode steps after %ld prefilled token(s), %ld rounds\n\n", path, n_layer, n, std::max(depth, 1L),
+                reps);
     std::printf("| left out | t/s | µs a token | µs a token saved (its cost) | µs a layer |\n|---|---|---|---|---|\n");
     for (size_t i = 0; i < masks.size(); ++i) {
+        if (failed[i]) {
+            std::printf("| %s | failed (see above) | | | |\n", describe(masks[i]).c_str());
+            continue;
+        }
         double mean = 0, sd = 0;
         mean_sd(rates[i], mean, sd);
         std::vector<double> saved;
-        for (int r = 0; r < reps; ++r) saved.push_back(1e6 / rates[0][static_cast<size_t>(r)] - 1e6 / rates[i][static_cast<size_t>(r)]);
+        for (long r = 0; r < reps; ++r) saved.push_back(1e6 / rates[0][static_cast<size_t>(r)] - 1e6 / rates[i][static_cast<size_t>(r)]);
         double s_mean = 0, s_sd = 0;
         mean_sd(saved, s_mean, s_sd);
         if (i == 0) std::printf("| %s | %.2f ± %.2f | %.1f | | |\n", describe(masks[i]).c_str(), mean, sd, 1e6 / mean);

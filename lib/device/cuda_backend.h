@@ -191,18 +191,19 @@ uint64_t cuda_attn_one_chunk_launches(uint64_t* combines = nullptr);
 // Timing only (tests/bench_decode_parts): forward calls from now on leave out the operations of a
 // one-token step whose decode_part bits are set in `mask`, in every layer (a CUDA graph captured from then
 // on too), so that a benchmark can take each operation's marginal cost inside the running graph. The
-// logits are then wrong; a context created while a mask is set zeroes the buffers such a step may read
-// without writing (the K/V cache, the activations, the quantized input), so they stay finite and the
-// sampling goes on. 0, the default, leaves nothing out. Returns the previous mask.
+// logits are then wrong but finite, so the sampling goes on: in a context created while a mask is set,
+// an operation whose input a left-out one writes reads zeros of the same layout instead (the quantized
+// input, q/k/v for qkv_finish), and the K/V cache and activations start zeroed. 0, the default, leaves
+// nothing out. Returns the previous mask.
 namespace decode_part {
 constexpr uint32_t kAttnNorm = 1u << 0;   // the attention's RMSNorm (and the input's quantization)
 constexpr uint32_t kQkv = 1u << 1;        // the q/k/v mat-vecs
 constexpr uint32_t kQkvFinish = 1u << 2;  // qkv_finish: biases, q/k norms, RoPE, the K/V store
 constexpr uint32_t kAttention = 1u << 3;  // the decode attention (and its combine, past one chunk)
-constexpr uint32_t kO = 1u << 4;          // the output projection (and the residual add in it)
+constexpr uint32_t kO = 1u << 4;          // the output projection (its residual add, its input's quantization where the attention does not write it)
 constexpr uint32_t kFfnNorm = 1u << 5;    // the feed-forward block's RMSNorm
 constexpr uint32_t kGateUp = 1u << 6;     // the gate/up mat-vec
-constexpr uint32_t kSwiglu = 1u << 7;     // the SwiGLU's quantization for the down projection
+constexpr uint32_t kSwiglu = 1u << 7;     // the SwiGLU's quantization for the down projection (int8 down weights only)
 constexpr uint32_t kDown = 1u << 8;       // the down projection (and the residual add in it)
 constexpr int kCount = 9;
 }  // namespace decode_part
