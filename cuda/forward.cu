@@ -274,15 +274,17 @@ public:
                                  "RoPE rotations");
             cuda::rope_table(inv_freq_.as<double>(), c.head_dim, shape.n_ctx, rope_.as<float2>(), s());
         }
-        // tests/bench_decode_parts (testing::cuda_decode_skip): a step with operations left out reads what
-        // no operation of it wrote. Where an operation's output is the next one's input, the reader takes
-        // zero_ instead (zeros of the widest quantized input and of one token's projections: the same
-        // bytes read, finite); the rest (the keys and values of positions whose qkv_finish is left out,
-        // activations) is zeroed once here. So a timing run's logits, wrong anyway, stay finite and its
-        // sampling goes on.
+        // tests/bench_decode_parts (testing::cuda_decode_skip, in contexts created while a mask is set): a
+        // step with operations left out reads what no operation of it wrote. Where that input may hold
+        // bytes of another layout (the quantized input, whose scale records sit by its width; q/k/v for
+        // qkv_finish, which adds q's bias in place; gate and up for the SwiGLU, which a prefill step may
+        // leave in f16), the reader takes zero_ instead: zeros, the same bytes read. The other inputs keep
+        // what an earlier operation or step wrote, and the buffers (the keys and values of positions whose
+        // qkv_finish is left out among them) start zeroed here. So a timing run's logits, wrong anyway,
+        // stay finite and its sampling goes on.
         if (g_decode_skip.load(std::memory_order_relaxed) != 0) {
-            zero_ = DeviceMemory(std::max<uint64_t>(xq_.bytes(), static_cast<uint64_t>(q_dim_ + 2 * kv_dim_) * sizeof(float)),
-                                 &m_->scratch_bytes, "zeros for operations left out");
+            const uint64_t floats = static_cast<uint64_t>(std::max<int64_t>(q_dim_ + 2 * kv_dim_, c.n_ff));
+            zero_ = DeviceMemory(std::max<uint64_t>(xq_.bytes(), floats * sizeof(float)), &m_->scratch_bytes, "zeros for operations left out");
             for (DeviceMemory* b : {&k_cache_, &v_cache_, &x_, &xb_, &q_, &qkv_, &att_, &gate_up_, &xq_, &zero_})
                 if (b->bytes()) check(cudaMemsetAsync(b->as<void>(), 0, b->bytes(), s()), "zeroed buffers");
         }
@@ -676,7 +678,7 @@ private:
         // The one-token step's operations that tests/bench_decode_parts leaves out to time them in the
         // running graph (testing::cuda_decode_skip; 0 but there). Each `left(bit)` below is true for an
         // operation that runs.
-        const uint32_t skip = single ? g_decode_skip.load(std::memory_order_relaxed) : 0;
+        const uint32_t skip = single && zero_.bytes() ? g_decode_skip.load(std::memory_order_relaxed) : 0;
         auto left = [skip](uint32_t bit) { return (skip & bit) == 0; };
         namespace dp = testing::decode_part;
         // A few tokens (a decode step of several sequences, a short prompt): the int8 mat-vecs take them all
@@ -901,13 +903,16 @@ private:
                 xq = input_of(dp::kFfnNorm);
                 if (left(dp::kGateUp)) joint({&L.gate, &L.up}, {gate, up}, xb);
                 xq = xq_.as<void>();
+                // (gate and up as the SwiGLU reads them: zeros where the gate/up mat-vec is left out)
+                float* g = left(dp::kGateUp) ? gate : zero_.as<float>();
+                const float* u = left(dp::kGateUp) ? up : zero_.as<float>();
                 if (i8(L.down)) {  // x += W_down h, h = silu(gate) * up quantized
-                    if (left(dp::kSwiglu)) cuda::quantize_x(gate, up, c.n_ff, xq, s());
+                    if (left(dp::kSwiglu)) cuda::quantize_x(g, u, c.n_ff, xq, s());
                     const Mat down = L.down.for_xq(1);
                     if (left(dp::kDown))
                         cuda::matvec_xq(down.type, 1, &down.w, &down.rows, down.cols, input_of(dp::kSwiglu), &x, s(), true);
                 } else if (left(dp::kDown)) {
-                    cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, gate, up, x, s(), true);  // x += W_down h
+                    cuda::matvec_swiglu(L.down.type, L.down.w, L.down.rows, L.down.cols, g, u, x, s(), true);  // x += W_down h
                 }
             } else {
                 int64_t ld = c.n_ff;  // of gate and up

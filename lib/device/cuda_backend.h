@@ -188,13 +188,14 @@ uint64_t cuda_q16_layers();
 // is captured).
 int cuda_attn_one_chunk(int keys);
 uint64_t cuda_attn_one_chunk_launches(uint64_t* combines = nullptr);
-// Timing only (tests/bench_decode_parts): forward calls from now on leave out the operations of a
-// one-token step whose decode_part bits are set in `mask`, in every layer (a CUDA graph captured from then
-// on too), so that a benchmark can take each operation's marginal cost inside the running graph. The
-// logits are then wrong but finite, so the sampling goes on: in a context created while a mask is set,
-// an operation whose input a left-out one writes reads zeros of the same layout instead (the quantized
-// input, q/k/v for qkv_finish), and the K/V cache and activations start zeroed. 0, the default, leaves
-// nothing out. Returns the previous mask.
+// Timing only (tests/bench_decode_parts): in contexts created while a mask is set, forward calls leave
+// out the operations of a one-token step whose decode_part bits are set in the mask at the time, in
+// every layer (a CUDA graph captured then too), so that a benchmark can take each operation's marginal
+// cost inside the running graph; contexts created with the mask 0 never leave anything out. The logits
+// are then wrong but finite, so the sampling goes on: an operation whose input a left-out one writes,
+// where that input may hold bytes of another layout (the quantized input, q/k/v for qkv_finish, gate
+// and up for the SwiGLU), reads zeros instead; the other inputs keep what an earlier operation or step
+// wrote, and the context's buffers start zeroed. Returns the previous mask.
 namespace decode_part {
 constexpr uint32_t kAttnNorm = 1u << 0;   // the attention's RMSNorm (and the input's quantization)
 constexpr uint32_t kQkv = 1u << 1;        // the q/k/v mat-vecs
