@@ -488,4 +488,18 @@ run bench -m gen.gguf -p 8 -n 4 -r 1 --depth -5 --quiet
 expect_rc 2
 ok
 
+check "minfer bench --seqs serves a batch, greedy and sampled (--temp); --temp without --seqs is refused"
+run bench -m gen.gguf --seqs 1,3 -p 4 -n 3 -r 1 --quiet
+expect_rc 0
+grep -q "| 3 | 4 | 3 | greedy |" out || fail "bench --seqs has no greedy row for 3 sequences"
+run bench -m gen.gguf --seqs 3 -p 4 -n 3 -r 1 --temp 0.7 --quiet
+expect_rc 0
+grep -q "| 3 | 4 | 3 | temp 0.70 |" out || fail "bench --seqs --temp has no sampled row"
+run bench -m gen.gguf -p 4 -n 3 --temp 1 --quiet
+expect_rc 2
+expect_text err "--temp goes with --seqs"
+run bench -m gen.gguf --seqs 2 --temp 0 --quiet
+expect_rc 2
+ok
+
 echo "cli: $PASSED passed, 0 failed"
