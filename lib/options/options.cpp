@@ -22,7 +22,7 @@ constexpr Def kTable[] = {
      "changes of the file. The copy is the whole file and stays for the model's lifetime, also with device=cuda "
      "(which holds its own copy of the weights on the GPU)."},
     {Id::threads, "threads", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "0", 0, 1024, "",
-     "CPU worker threads; 0 uses one per physical core the process may run on (SMT siblings share a core)."},
+     "CPU worker threads (the CPU backend's forward; a batch's sampling of its rows on either backend); 0 uses one per physical core the process may run on (SMT siblings share a core)."},
     {Id::ctx_len, "ctx_len", MINFER_OPTION_INT, MINFER_OPTION_SCOPE_RUNTIME, "4096", 0, int64_t{1} << 22, "",
      "Tokens per context, read when a context is created; 0 uses the model's training context length."},
     {Id::w16_cache, "w16_cache", MINFER_OPTION_ENUM, MINFER_OPTION_SCOPE_LOAD, "auto", 0, 0, "auto|on|off",
