@@ -291,7 +291,6 @@ public:
         io_host_ = std::make_unique<Pinned>(4 * sizeof(int32_t));
         batch_host_ = std::make_unique<Pinned>(6 * nt * sizeof(int32_t));
         keys_host_ = std::make_unique<Pinned>(static_cast<size_t>(shape.max_out) * sizeof(unsigned long long));
-        n_rows_max_ = static_cast<size_t>(shape.max_out);
         logits_host_ = std::make_unique<Pinned>(static_cast<size_t>(c.n_vocab) * sizeof(float));
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens_, s());
         // The prefill attention's choice of kernel is made once per process, on its first call; made here,
@@ -460,7 +459,7 @@ public:
         const size_t nv = static_cast<size_t>(c_.n_vocab);
         // Room for kFetchRows rows (39 MB for Qwen2's vocabulary), or max_out if fewer, taken at the first
         // fetch: a batch that only ever decodes greedily never holds it.
-        if (!rows_host_) rows_host_ = std::make_unique<Pinned>(std::min<size_t>(kFetchRows, n_rows_max_) * nv * sizeof(float));
+        if (!rows_host_) rows_host_ = std::make_unique<Pinned>(std::min<size_t>(kFetchRows, static_cast<size_t>(shape_.max_out)) * nv * sizeof(float));
         try {
             // Row rows[k] goes to place k; a run of consecutive rows is one copy.
             for (size_t k = 0; k < rows.size();) {
@@ -1026,7 +1025,6 @@ private:
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none
     std::unique_ptr<Pinned> rows_host_;  // [min(kFetchRows, max_out)][n_vocab]: the rows of fetch_logits
     std::vector<size_t> fetched_;        // the output rows rows_host_ holds, in its order (ascending)
-    size_t n_rows_max_ = 1;              // max_out
 };
 
 }  // namespace

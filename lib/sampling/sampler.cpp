@@ -300,18 +300,13 @@ constexpr size_t kDrawBlock = 256;
 // as exp_array writes it, and per block of kDrawBlock ids the sum draw_from<true, false> takes of them
 // (lane j of each four into accumulator j, the same additions in the same order: the same bits), in
 // `block`; one pass over the vocabulary where two would read it.
-template <bool kDiv>
-void exp_blocks_as(const float* in, float sub, float div, float* out, size_t n, std::vector<double>& block) {
+void exp_blocks(const float* in, float sub, float div, float* out, size_t n, std::vector<double>& block) {
     block.clear();
     for (size_t b0 = 0; b0 < n; b0 += kDrawBlock) {
         const size_t m = std::min(n - b0, kDrawBlock);
-        exp_array_as<kDiv>(in + b0, sub, div, out + b0, m);  // then summed while in the first-level cache
+        exp_array(in + b0, sub, div, out + b0, m);  // then summed while in the first-level cache
         block.push_back(sum(out + b0, m));
     }
-}
-void exp_blocks(const float* in, float sub, float div, float* out, size_t n, std::vector<double>& block) {
-    if (div == 1.0f) exp_blocks_as<false>(in, sub, div, out, n, block);
-    else exp_blocks_as<true>(in, sub, div, out, n, block);
 }
 
 // Top-p's cut applied over every id: prob[i] = 0 for the tokens ordered after `cut` (logit below its
