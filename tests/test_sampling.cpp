@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -1019,5 +1020,95 @@ TEST_SUITE("sampling") {
             h.configure(with(step == 10 ? 4000 : 1000, 1.0f, 0.0f));
             CHECK(draws(h, fewer, 300) == draws(r2, fewer, 300));
         }
+    }
+
+    TEST_CASE("the candidates' form: the row's m best raw logits and the affected tokens give the whole row's token") {
+        // What the GPU path brings back instead of the row (candidates_needed's m best in candidate order,
+        // NaN as -inf, and the penalized and biased tokens' raw logits, in any order): sample_candidates
+        // must draw the token sample() draws from the whole row, with the same generator.
+        std::mt19937_64 rng(20261207);
+        auto uni = [&](double a, double b) { return std::uniform_real_distribution<double>(a, b)(rng); };
+        auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+        int compared = 0, banned = 0, penalized = 0;
+        for (int trial = 0; trial < 400; ++trial) {
+            const size_t nv = std::array<size_t, 5>{7, 64, 300, 2000, 9000}[pick(5)];
+            std::vector<float> logits(nv);
+            const bool coarse = pick(3) == 0;  // many equal logits: ties at the m-th place
+            for (float& v : logits) v = coarse ? static_cast<float>(pick(8)) * 0.5f : static_cast<float>(uni(-6.0, 6.0));
+            for (size_t j = pick(4); j-- > 0;) logits[pick(nv)] = std::array<float, 3>{kNaN, -kInf, kInf}[pick(3)];
+            if (pick(20) == 0) std::fill(logits.begin(), logits.end(), -kInf);  // every token banned
+            minfer_sampler_params p = default_params();
+            p.temperature = std::array<float, 6>{0.0f, 0.3f, 0.8f, 1.0f, 1.0f, 1.7f}[pick(6)];
+            p.top_k = static_cast<int32_t>(1 + pick(std::min<size_t>(nv - 1, 300)));
+            p.top_p = pick(3) == 0 ? 1.0f : static_cast<float>(uni(0.05, 1.0));
+            p.min_p = pick(3) == 0 ? 0.0f : static_cast<float>(uni(0.0, 0.3));
+            if (pick(2) == 0) {
+                p.repeat_penalty = static_cast<float>(uni(0.7, 1.5));
+                p.presence_penalty = static_cast<float>(uni(-1.0, 2.0));
+                p.frequency_penalty = static_cast<float>(uni(-0.5, 1.0));
+                p.penalty_last_n = std::array<int32_t, 3>{-1, 8, 64}[pick(3)];
+            }
+            p.seed = rng();
+            Sampler full, part;
+            full.configure(p);
+            part.configure(p);
+            for (size_t j = pick(4); j-- > 0;) {
+                const int32_t t = static_cast<int32_t>(pick(nv + 3));  // some beyond the vocabulary
+                const float b = pick(4) == 0 ? -kInf : static_cast<float>(uni(-4.0, 8.0));
+                full.set_bias(t, b);
+                part.set_bias(t, b);
+            }
+            std::vector<int32_t> history;
+            for (size_t j = pick(100); j-- > 0;) history.push_back(static_cast<int32_t>(pick(4) == 0 ? pick(std::min<size_t>(nv, 5)) : pick(nv + 2)) - (pick(30) == 0 ? 7 : 0));
+            CAPTURE(trial);
+            CAPTURE(nv);
+            CAPTURE(p.temperature);
+            CAPTURE(p.top_k);
+            Sampler::Generator g1 = full.generator(), g2 = part.generator();
+            // the rows' candidate order: higher logit first (NaN as -inf), lower id among equal ones
+            std::vector<int32_t> order(nv);
+            std::iota(order.begin(), order.end(), 0);
+            auto key = [&](int32_t i) { const float v = logits[static_cast<size_t>(i)]; return v != v ? -kInf : v; };
+            std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key(a) > key(b); });
+            for (int step = 0; step < 6; ++step) {
+                std::vector<int32_t> affected;
+                const size_t m = part.candidates_needed(nv, history, affected);
+                REQUIRE(m > 0);
+                REQUIRE(m <= nv);
+                REQUIRE(m >= std::min(nv, static_cast<size_t>(p.temperature > 0.0f ? p.top_k : 1)));
+                penalized += !affected.empty();
+                std::vector<int32_t> ids(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(m));
+                ids.insert(ids.end(), affected.begin(), affected.end());
+                std::shuffle(ids.begin(), ids.end(), rng);
+                std::vector<float> raw;
+                for (int32_t i : ids) raw.push_back(logits[static_cast<size_t>(i)]);
+                int32_t a = -2, b = -3;
+                bool a_threw = false, b_threw = false;
+                try {
+                    a = full.sample(logits, history, g1);
+                } catch (const minfer::Error&) {
+                    a_threw = true;
+                }
+                try {
+                    b = part.sample_candidates(nv, ids, raw, history, g2);
+                } catch (const minfer::Error& e) {
+                    b_threw = true;
+                    CHECK(e.status() == MINFER_ERR_INVALID_ARGUMENT);
+                }
+                CHECK(a_threw == b_threw);
+                if (a_threw) {
+                    ++banned;
+                    break;
+                }
+                CHECK(a == b);
+                CHECK(g1 == g2);
+                ++compared;
+                history.push_back(a);
+            }
+        }
+        MESSAGE(compared, " tokens compared, ", banned, " rows with every token banned, ", penalized, " with affected tokens");
+        CHECK(compared > 1500);
+        CHECK(banned > 5);
+        CHECK(penalized > 500);
     }
 }

@@ -611,6 +611,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                     worst4 = F4{worst, worst, worst, worst};
                 }
             }
+            // In candidate order: the heap's layout depends on every token it saw, the sorted list only on
+            // the candidates, so the candidates' form (sample_candidates) sums them in the same order.
+            std::sort_heap(cand_.begin(), cand_.end(), before);
         } else {
             for (size_t i = 0; i < n; ++i)
                 if (work_[i] != -kInf) cand_.emplace_back(work_[i], static_cast<int32_t>(i));
@@ -619,21 +622,125 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
                 cand_.resize(k);
             }
         }
-        if (cand_.empty()) every_token_banned(n);
-        for (const Cand& c : cand_) best = std::max(best, c.first);
-        if (best == kInf) {
-            std::erase_if(cand_, [&](const Cand& c) { return c.first != kInf; });
-            for (Cand& c : cand_) c.first = 0.0f;
-            best = 0.0f;
-            dense = false;
-        }
-        if (use_top_p) {
-            for (const Cand& c : cand_) z += prob_[static_cast<size_t>(c.second)] = exp_neg(c.first - best);
-            have_w1 = true;
-        }
-        if (P.min_p > 0.0f) std::erase_if(cand_, [&](const Cand& c) { return !(c.first - best >= min_p_cut); });
+        return from_topk(n, k, u, /*dense=*/true);
     }
 
+    return finish(n, k, u, best, z, have_w1, dense, every_id, cut_known, cut);
+}
+
+size_t Sampler::candidates_needed(size_t n, std::span<const int32_t> history, std::vector<int32_t>& affected) const {
+    const minfer_sampler_params& P = params_;
+    affected.clear();
+    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
+        size_t len = history.size();
+        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
+        for (auto it = history.end() - static_cast<std::ptrdiff_t>(len); it != history.end(); ++it)
+            if (*it >= 0 && static_cast<size_t>(*it) < n) affected.push_back(*it);
+    }
+    for (const auto& [t, b] : bias_)
+        if (static_cast<size_t>(t) < n) affected.push_back(t);
+    std::sort(affected.begin(), affected.end());
+    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    // The k best after the penalties and the bias: unaffected tokens keep their logits, and at most
+    // affected.size() tokens can stand above them, so they are among the k + affected.size() best raw
+    // logits (in candidate order, NaN as -inf); the affected ones come with their own raw logits.
+    const size_t k = P.temperature > 0.0f ? (P.top_k > 0 ? static_cast<size_t>(P.top_k) : 0) : 1;
+    if (k == 0 || k >= n) return 0;  // top-k off: every token may be drawn
+    return std::min(n, k + affected.size());
+}
+
+int32_t Sampler::sample_candidates(size_t n, std::span<const int32_t> ids, std::span<const float> raw,
+                                   std::span<const int32_t> history, Generator& gen) {
+    const minfer_sampler_params& P = params_;
+    if (ids.size() != raw.size() || ids.empty() || n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
+        fail(MINFER_ERR_INTERNAL, "sample_candidates: %zu ids, %zu logits, %zu tokens", ids.size(), raw.size(), n);
+    // 1. the candidates by id, each once (a token may come both as a best one and as an affected one)
+    cand_.clear();
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (ids[i] < 0 || static_cast<size_t>(ids[i]) >= n) fail(MINFER_ERR_INTERNAL, "sample_candidates: token %d of %zu", ids[i], n);
+        cand_.emplace_back(raw[i], ids[i]);
+    }
+    std::sort(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.second < b.second; });
+    cand_.erase(std::unique(cand_.begin(), cand_.end(), [](const Cand& a, const Cand& b) { return a.second == b.second; }), cand_.end());
+    auto at = [&](int32_t t) -> float& {
+        const auto it = std::lower_bound(cand_.begin(), cand_.end(), t, [](const Cand& c, int32_t id) { return c.second < id; });
+        if (it == cand_.end() || it->second != t) fail(MINFER_ERR_INTERNAL, "sample_candidates: token %d, affected, was not brought", t);
+        return it->first;
+    };
+    // 2. penalties and 3. the logit bias, as sample() applies them
+    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
+        size_t len = history.size();
+        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
+        recent_.assign(history.end() - static_cast<std::ptrdiff_t>(len), history.end());
+        std::sort(recent_.begin(), recent_.end());
+        for (size_t i = 0; i < recent_.size();) {
+            size_t j = i;
+            while (j < recent_.size() && recent_[j] == recent_[i]) ++j;
+            const int32_t t = recent_[i];
+            const size_t count = j - i;
+            i = j;
+            if (t < 0 || static_cast<size_t>(t) >= n) continue;
+            float& v = at(t);
+            if (P.repeat_penalty != 1.0f) v = v > 0.0f ? v / P.repeat_penalty : v * P.repeat_penalty;
+            v -= P.presence_penalty;
+            v -= P.frequency_penalty * static_cast<float>(count);
+        }
+    }
+    for (const auto& [t, b] : bias_)
+        if (static_cast<size_t>(t) < n) at(t) += b;
+    // NaN counts as -inf from here: banned either way
+    std::erase_if(cand_, [](const Cand& c) { return !(c.first > -kInf); });
+    if (cand_.empty()) every_token_banned(n);
+    // 4. greedy: the best, the lowest id among equal ones (cand_ is in id order)
+    if (!(P.temperature > 0.0f)) {
+        const Cand* best = &cand_[0];
+        for (const Cand& c : cand_)
+            if (c.first > best->first) best = &c;
+        return best->second;
+    }
+    // 5. the uniform, 6. top-k in candidate order
+    const double u = next_uniform(gen);
+    const size_t k = P.top_k > 0 ? static_cast<size_t>(P.top_k) : 0;
+    if (k == 0 || k >= n) fail(MINFER_ERR_INTERNAL, "sample_candidates: top_k %d of %zu tokens", P.top_k, n);
+    std::sort(cand_.begin(), cand_.end(), before);
+    if (cand_.size() > k) cand_.resize(k);
+    return from_topk(n, k, u, /*dense=*/false);
+}
+
+// Steps 6 to 10 where top-k is on (0 < k < n) and cand_ holds its candidates in candidate order (the
+// heap's output sorted, or the candidates' form's list): the same candidates in the same order give the
+// same token, sums included. `dense`: a candidate's logit is also work_[id].
+int32_t Sampler::from_topk(size_t n, size_t k, double u, bool dense) {
+    const minfer_sampler_params& P = params_;
+    const bool use_top_p = P.top_p < 1.0f;
+    const float min_p_cut = P.min_p > 0.0f ? std::log(P.min_p) : -kInf;
+    prob_.resize(n);
+    float best = -kInf;
+    double z = 0.0;
+    bool have_w1 = false;
+    if (cand_.empty()) every_token_banned(n);
+    for (const Cand& c : cand_) best = std::max(best, c.first);
+    if (best == kInf) {
+        std::erase_if(cand_, [&](const Cand& c) { return c.first != kInf; });
+        for (Cand& c : cand_) c.first = 0.0f;
+        best = 0.0f;
+        dense = false;
+    }
+    if (use_top_p) {
+        for (const Cand& c : cand_) z += prob_[static_cast<size_t>(c.second)] = exp_neg(c.first - best);
+        have_w1 = true;
+    }
+    if (P.min_p > 0.0f) std::erase_if(cand_, [&](const Cand& c) { return !(c.first - best >= min_p_cut); });
+    return finish(n, k, u, best, z, have_w1, dense, false, false, Cand{});
+}
+
+// Steps 7 to 10 over cand_ (or over every id: every_id, cut_known), with the state steps 1 to 6 left.
+int32_t Sampler::finish(size_t n, size_t k, double u, float best, double z, bool have_w1, bool dense, bool every_id, bool cut_known,
+                        Cand cut) {
+    const minfer_sampler_params& P = params_;
+    const bool use_top_p = P.top_p < 1.0f;
     // 7. top-p (8. min-p is already applied), at temperature 1. The search reorders cand_: where it was in
     // id order (a pass over the ids collected it), a copy keeps that order for the draw, which takes the
     // candidates up to the cut (the last one kept) from it.

@@ -47,7 +47,22 @@ public:
     // caller keeps the draw with set_generator(gen), or drops it.
     int32_t sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen);
 
+    // The candidates' form of sample(), for logits that stay where they were computed (the GPU): the
+    // same token from the same generator as sample() over the whole row, given fewer of its logits.
+    // candidates_needed says what it needs: the count m of the row's best raw logits (in candidate
+    // order: higher logit first, lower id among equal ones, NaN as -INFINITY), and `affected`, the tokens
+    // the penalties and the logit bias change (sorted, distinct, < n_vocab), whose raw logits it needs
+    // too. m is 0 where the row cannot be cut short: top_k off (or >= n_vocab) at temperature > 0.
+    size_t candidates_needed(size_t n_vocab, std::span<const int32_t> history, std::vector<int32_t>& affected) const;
+    // ids/raw: the m best (any order) and the affected tokens (a token may be in both). Throws as
+    // sample() does, and Error(MINFER_ERR_INTERNAL) where an affected token is missing.
+    int32_t sample_candidates(size_t n_vocab, std::span<const int32_t> ids, std::span<const float> raw,
+                              std::span<const int32_t> history, Generator& gen);
+
 private:
+    int32_t from_topk(size_t n, size_t k, double u, bool dense);
+    int32_t finish(size_t n, size_t k, double u, float best, double z, bool have_w1, bool dense, bool every_id, bool cut_known,
+                   std::pair<float, int32_t> cut);
     size_t first_reaching(double target, bool strict, float best);
     bool edge_cut(float best, float scale, int b, double acc, double target, std::pair<float, int32_t>& cut);
 
