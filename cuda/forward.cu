@@ -447,6 +447,95 @@ public:
         return std::span<const float>(logits_host_->as<float>(), nv);
     }
 
+    bool fetch_candidates(std::span<const size_t> rows, size_t m, std::span<const std::span<const int32_t>> extra) override {
+        cand_at_.clear();
+        if (rows.empty()) return true;
+        if (rows.size() > kFetchRows || extra.size() != rows.size())
+            fail(MINFER_ERR_INTERNAL, "fetch_candidates: %zu rows and %zu extra lists, at most %zu rows", rows.size(), extra.size(), kFetchRows);
+        size_t n_extra = 0;
+        for (size_t k = 0; k < rows.size(); ++k) {
+            check_row(rows[k]);
+            if (k > 0 && rows[k] <= rows[k - 1]) fail(MINFER_ERR_INTERNAL, "fetch_candidates: the rows are not ascending");
+            for (int32_t t : extra[k])
+                if (t < 0 || t >= c_.n_vocab) fail(MINFER_ERR_INTERNAL, "fetch_candidates: token %d of %d", t, c_.n_vocab);
+            n_extra = std::max(n_extra, extra[k].size());
+        }
+        if (m == 0 || m > kCandidatesMax || n_extra > kCandidatesMax || !cuda::topk_fits(c_.n_vocab, static_cast<int>(m))) return false;
+        m_->check_healthy();
+        const size_t nr = rows.size(), nk = nr * m, ne = nr * n_extra;
+        // Room for kFetchRows rows of kCandidatesMax each, taken at the first sampled step that cuts its row
+        // short (5 MB of GPU memory for Qwen2's vocabulary, 260 KB pinned); where it cannot be had, the rows
+        // are read whole.
+        if (cand_failed_) return false;
+        if (!cand_dev_.bytes()) {
+            try {
+                const uint64_t rows_max = kFetchRows, part = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
+                cand_dev_ = DeviceMemory((part + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
+                                             (rows_max + rows_max * kCandidatesMax) * sizeof(int32_t),
+                                         &m_->scratch_bytes, "sampling candidates");
+                cand_in_ = std::make_unique<Pinned>((kFetchRows + kFetchRows * kCandidatesMax) * sizeof(int32_t));
+                cand_out_ = std::make_unique<Pinned>(kFetchRows * kCandidatesMax * (sizeof(unsigned long long) + sizeof(float)));
+            } catch (const Error& e) {
+                if (e.status() == MINFER_ERR_DEVICE) throw;
+                log_line(log_level_, MINFER_LOG_WARN, "CUDA: no room for the sampling candidates (%s): sampled rows come back whole", e.what());
+                cand_dev_ = DeviceMemory();
+                cand_failed_ = true;  // not tried again: one warning
+                return false;
+            }
+        }
+        // Device layout: part, keys, the extra tokens' logits, then the rows and the extra tokens (uploaded).
+        const uint64_t part_keys = uint64_t{kFetchRows} * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
+        auto* part = cand_dev_.as<unsigned long long>();
+        auto* keys = part + part_keys;  // [nr][m], then the extra logits [nr][n_extra] right after
+        auto* extra_out = reinterpret_cast<float*>(keys + nk);
+        auto* d_rows = reinterpret_cast<int32_t*>(reinterpret_cast<float*>(part + part_keys + uint64_t{kFetchRows} * kCandidatesMax) +
+                                                  kFetchRows * kCandidatesMax);
+        int32_t* h = cand_in_->as<int32_t>();
+        for (size_t k = 0; k < nr; ++k) {
+            h[k] = static_cast<int32_t>(rows[k]);
+            int32_t* e = h + nr + k * n_extra;
+            std::copy(extra[k].begin(), extra[k].end(), e);
+            std::fill(e + extra[k].size(), e + n_extra, 0);  // (token 0's logit, not read back)
+        }
+        try {
+            check(cudaMemcpyAsync(d_rows, h, (nr + ne) * sizeof(int32_t), cudaMemcpyHostToDevice, s()), "candidates upload");
+            cuda::topk_rows(logits_.as<float>(), c_.n_vocab, d_rows, static_cast<int>(nr), static_cast<int>(m), part, keys, d_rows + nr,
+                            static_cast<int>(n_extra), extra_out, s());
+            check(cudaMemcpyAsync(cand_out_->as<void>(), keys, nk * sizeof(unsigned long long) + ne * sizeof(float), cudaMemcpyDeviceToHost, s()),
+                  "candidates read back");
+            stream_.sync("candidates read back");
+        } catch (const Error& e) {
+            if (e.status() == MINFER_ERR_DEVICE) m_->poison(e.what());
+            throw;
+        }
+        const auto* hk = cand_out_->as<unsigned long long>();
+        const auto* hx = reinterpret_cast<const float*>(hk + nk);
+        cand_ids_.clear();
+        cand_logits_.clear();
+        for (size_t k = 0; k < nr; ++k) {
+            cand_at_.push_back(cand_ids_.size());
+            for (size_t j = 0; j < m && hk[k * m + j] != 0; ++j) {
+                int32_t id = 0;
+                float v = 0.0f;
+                cuda::topk_decode(hk[k * m + j], id, v);
+                cand_ids_.push_back(id);
+                cand_logits_.push_back(v);
+            }
+            for (size_t j = 0; j < extra[k].size(); ++j) {
+                cand_ids_.push_back(extra[k][j]);
+                cand_logits_.push_back(hx[k * n_extra + j]);
+            }
+        }
+        cand_at_.push_back(cand_ids_.size());
+        return true;
+    }
+
+    Candidates candidates(size_t k) override {
+        if (k + 1 >= cand_at_.size()) fail(MINFER_ERR_INTERNAL, "candidates %zu: %zu rows fetched", k, cand_at_.empty() ? 0 : cand_at_.size() - 1);
+        const size_t a = cand_at_[k], b = cand_at_[k + 1];
+        return {std::span<const int32_t>(cand_ids_).subspan(a, b - a), std::span<const float>(cand_logits_).subspan(a, b - a)};
+    }
+
     void fetch_logits(std::span<const size_t> rows) override {
         fetched_.clear();
         if (rows.empty()) return;
@@ -532,6 +621,7 @@ private:
         n_out_ = 1;
         host_row_ = -1;
         fetched_.clear();
+        cand_at_.clear();
         if (ended) step_account();
         else step_window_reset();
     }
@@ -656,6 +746,7 @@ private:
         n_out_ = n_out;
         host_row_ = -1;
         fetched_.clear();
+        cand_at_.clear();
         return recorded;
     }
 
@@ -1025,6 +1116,14 @@ private:
     int64_t host_row_ = -1;  // the output row logits_host_ holds, -1: none
     std::unique_ptr<Pinned> rows_host_;  // [min(kFetchRows, max_out)][n_vocab]: the rows of fetch_logits
     std::vector<size_t> fetched_;        // the output rows rows_host_ holds, in its order (ascending)
+    // fetch_candidates: the GPU's scratch and the transfers' pinned buffers (taken at its first call), and
+    // the rows' candidates decoded, one row after another (cand_at_: where each begins, and the end).
+    DeviceMemory cand_dev_;
+    std::unique_ptr<Pinned> cand_in_, cand_out_;
+    std::vector<int32_t> cand_ids_;
+    std::vector<float> cand_logits_;
+    std::vector<size_t> cand_at_;
+    bool cand_failed_ = false;
 };
 
 }  // namespace

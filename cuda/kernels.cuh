@@ -249,4 +249,16 @@ void attention_decode_rows(const float* q, const __half* k_cache, const __half* 
 void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long* keys, cudaStream_t stream);
 int32_t argmax_token(unsigned long long key);
 
+// A sampled row's candidates (cuda/topk.cuh): for each of the n_rows rows rows[r] (device ids) of `logits`,
+// its m best logits as keys in descending order into keys[r * m ..] (0: none, where the vocabulary is
+// smaller), and the logits of its n_extra tokens extra[r * n_extra ..] into extra_out[r * n_extra ..].
+// part: n_rows * topk_chunks(n_vocab) * m keys of scratch. topk_fits says whether this GPU takes m (at most
+// 256) for this vocabulary (its shared memory); topk_decode gives a key's token and logit (NaN came as
+// -INFINITY).
+int topk_chunks(int n_vocab);
+bool topk_fits(int n_vocab, int m);
+void topk_rows(const float* logits, int n_vocab, const int32_t* rows, int n_rows, int m, unsigned long long* part, unsigned long long* keys,
+               const int32_t* extra, int n_extra, float* extra_out, cudaStream_t stream);
+void topk_decode(unsigned long long key, int32_t& id, float& logit);
+
 }  // namespace minfer::cuda

@@ -1,31 +1,27 @@
 // Sampling on the GPU: the greedy choice (argmax) of logit rows, so a greedy decode step brings back 8
-// bytes instead of the whole vocabulary's logits.
+// bytes instead of the whole vocabulary's logits; and a sampled row's best logits (cuda/topk.cuh), so a
+// sampled one brings back a few hundred.
 //
-// Each logit becomes a 64-bit key that orders like (logit, -index): the float's bits mapped to an
-// unsigned integer that sorts like the float (negative values bit-inverted, positive ones with the sign
-// bit set), NaN mapped to -INFINITY's key, then 0xFFFFFFFF - index below them, so of equal logits the
-// lowest index has the largest key. A block reduces its share of a row with warp shuffles and
-// atomicMax-es its best key into the row's slot, which a memset zeroed first (0 is below every key).
+// The argmax takes each logit as the candidates' 64-bit key (cuda/topk.cuh: it orders like (logit, -id),
+// NaN as -INFINITY, 0 below every key). A block reduces its share of a row with warp shuffles and
+// atomicMax-es its best key into the row's slot, which a memset zeroed first.
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <utility>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/topk.cuh"
 
 namespace minfer::cuda {
 namespace {
 
 constexpr unsigned kNegInfBits = 0xFF800000u;
-
-__host__ __device__ inline unsigned order_bits(unsigned u) { return (u & 0x80000000u) ? ~u : (u | 0x80000000u); }
-
-__device__ __forceinline__ unsigned long long key_of(float v, int i) {
-    unsigned u = __float_as_uint(v);
-    if (v != v) u = kNegInfBits;  // NaN never wins
-    return static_cast<unsigned long long>(order_bits(u)) << 32 | (0xFFFFFFFFu - static_cast<unsigned>(i));
-}
+using tk::key_of;  // the candidates' keys (cuda/topk.cuh) are the argmax's
+using tk::order_bits;
 
 __device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v) {
     for (int o = 16; o > 0; o >>= 1) {
@@ -70,6 +66,43 @@ void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long*
     check(cudaMemsetAsync(keys, 0, static_cast<size_t>(rows) * sizeof(unsigned long long), stream), "argmax reset");
     const dim3 grid(blocks_for(n_vocab, kThreads * kPerThread), static_cast<unsigned>(rows));
     check(launch_pdl(argmax_kernel, grid, dim3(kThreads), 0, stream, logits, n_vocab, keys), "argmax");
+}
+
+int topk_chunks(int n_vocab) { return (n_vocab + tk::kChunk - 1) / tk::kChunk; }
+
+bool topk_fits(int n_vocab, int m) {
+    if (n_vocab <= 0 || m < 1 || m > tk::kMaxM || topk_chunks(n_vocab) > (1 << 20) / m) return false;
+    static const int optin = [] {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
+            cudaGetLastError();  // (not sticky) the candidates are then not chosen here
+            return 0;
+        }
+        return v;
+    }();
+    return tk::top_keys_smem(topk_chunks(n_vocab) * m) <= static_cast<size_t>(optin) && tk::top_keys_smem(tk::kChunk) <= static_cast<size_t>(optin);
+}
+
+void topk_rows(const float* logits, int n_vocab, const int32_t* rows, int n_rows, int m, unsigned long long* part, unsigned long long* keys,
+               const int32_t* extra, int n_extra, float* extra_out, cudaStream_t stream) {
+    if (n_rows <= 0) return;
+    const int chunks = topk_chunks(n_vocab);
+    const size_t smem1 = tk::top_keys_smem(tk::kChunk), smem2 = tk::top_keys_smem(chunks * m);
+    for (auto [k, bytes] : {std::pair<const void*, size_t>{reinterpret_cast<const void*>(tk::topk_chunk_kernel), smem1},
+                            std::pair<const void*, size_t>{reinterpret_cast<const void*>(tk::topk_row_kernel), smem2}})
+        if (bytes > 48 * 1024)
+            check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "candidates: shared memory");
+    tk::topk_chunk_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(n_rows)), tk::kThreads, smem1, stream>>>(logits, n_vocab, rows, m,
+                                                                                                                               part);
+    check(cudaGetLastError(), "candidates: the chunks' best");
+    tk::topk_row_kernel<<<n_rows, tk::kThreads, smem2, stream>>>(logits, n_vocab, rows, m, chunks, part, keys, extra, n_extra, extra_out);
+    check(cudaGetLastError(), "candidates: the rows' best");
+}
+
+void topk_decode(unsigned long long key, int32_t& id, float& logit) {
+    id = static_cast<int32_t>(0xFFFFFFFFu - static_cast<unsigned>(key & 0xFFFFFFFFu));
+    const unsigned bits = tk::float_bits_of(static_cast<unsigned>(key >> 32));
+    std::memcpy(&logit, &bits, sizeof logit);
 }
 
 int32_t argmax_token(unsigned long long key) {

@@ -17,6 +17,7 @@
 #include "cuda/batch_runs.h"  // plain C++: the CUDA forward's cut of a batch
 #include "engine/testing.h"
 #include "helpers.h"
+#include "sampled_mix.h"
 #include "minfer.h"
 
 namespace {
@@ -288,6 +289,42 @@ TEST_SUITE("batch") {
         }
         CHECK(sampled_same == 72);
         minfer_batch_free(b);
+        minfer_close(m);
+    }
+
+    TEST_CASE("sampled rows cut short by top-k draw from their candidates what they draw from the whole rows") {
+        // The CPU runner brings candidates here only for the tests (engine::testing::set_host_candidates):
+        // the decode's and the batch's way through them (which rows go by candidates, how many, the
+        // penalized and biased tokens with them, a group's rows mixed with whole ones), end to end. The
+        // GPU's own choice of the candidates: cuda_tests and topk_emu.
+        struct Restore {
+            ~Restore() {
+                minfer::engine::testing::set_sample_candidates(true);
+                minfer::engine::testing::set_host_candidates(false);
+            }
+        } restore;
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        const std::string path = test::tmp_path("batch-candidates.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", rng()) == MINFER_OK);
+        minfer_model* m = open_cpu(path);
+        const uint64_t mix = rng();
+        minfer::engine::testing::set_sample_candidates(false);
+        const auto whole = test::sampled_mix(m, mix);
+        minfer::engine::testing::set_sample_candidates(true);
+        minfer::engine::testing::set_host_candidates(true);
+        const auto cand = test::sampled_mix(m, mix);
+        REQUIRE(whole.size() == cand.size());
+        size_t same = 0, tokens = 0;
+        for (size_t i = 0; i < whole.size(); ++i) {
+            CAPTURE(i);
+            CHECK(cand[i] == whole[i]);
+            same += cand[i] == whole[i];
+            tokens += whole[i].size();
+        }
+        CHECK(same == whole.size());
+        CHECK(tokens > 500);
         minfer_close(m);
     }
 

@@ -488,7 +488,7 @@ run bench -m gen.gguf -p 8 -n 4 -r 1 --depth -5 --quiet
 expect_rc 2
 ok
 
-check "minfer bench --seqs serves a batch, greedy and sampled (--temp); --temp without --seqs is refused"
+check "minfer bench --seqs serves a batch, greedy and sampled (--temp, --top-k); --temp without --seqs, --top-k without --temp are refused"
 run bench -m gen.gguf --seqs 1,3 -p 4 -n 3 -r 1 --quiet
 expect_rc 0
 grep -q "| 3 | 4 | 3 | greedy |" out || fail "bench --seqs has no greedy row for 3 sequences"
@@ -499,6 +499,14 @@ run bench -m gen.gguf -p 4 -n 3 --temp 1 --quiet
 expect_rc 2
 expect_text err "--temp goes with --seqs"
 run bench -m gen.gguf --seqs 2 --temp 0 --quiet
+expect_rc 2
+run bench -m gen.gguf --seqs 3 -p 4 -n 3 -r 1 --temp 0.7 --top-k 40 --quiet
+expect_rc 0
+grep -q "| 3 | 4 | 3 | temp 0.70 top-k 40 |" out || fail "bench --seqs --temp --top-k has no row cut to 40"
+run bench -m gen.gguf --seqs 3 -p 4 -n 3 --top-k 40 --quiet
+expect_rc 2
+expect_text err "--top-k goes with --temp"
+run bench -m gen.gguf --seqs 3 --temp 1 --top-k 0 --quiet
 expect_rc 2
 ok
 

@@ -35,6 +35,7 @@
 #include "quant/types.h"
 #include "attention_ref.h"
 #include "reference.h"
+#include "sampled_mix.h"
 #include "synth/synth.h"
 
 namespace {
@@ -1977,6 +1978,37 @@ TEST_SUITE("cuda") {
     // decode tokens, pages of one pool), each sequence's greedy tokens against the same sequence alone on
     // the CPU backend. Both backends are within 2e-3 ||logits|| of exact (the whole-model tests), so the
     // tokens may differ only where the CPU's best two logits are closer than 4e-3 ||logits||.
+    TEST_CASE("batch: sampled rows cut short by top-k draw from the GPU's candidates what the whole rows give") {
+        // Contexts and a batch of 72 sequences (tests/sampled_mix.h: top-k 1 to 250 with top-p, min-p,
+        // penalties and logit bias; greedy and temperature-alone rows between) twice on one CUDA model:
+        // once with each row's best logits chosen on the GPU (cuda/topk.cuh, Runner::fetch_candidates),
+        // once with the rows read whole. The forward is the same, so every token must be. Qwen2's
+        // vocabulary (152,064: 38 chunks, the rows' second pass over 38 lists) and a tiny one (1 chunk).
+        struct Restore {
+            ~Restore() { minfer::engine::testing::set_sample_candidates(true); }
+        } restore;
+        for (const char* preset : {"qwen2-tiny", "qwen2-0.5b"}) {
+            CAPTURE(preset);
+            const std::string path = synth_model(preset, "q8_0");
+            minfer_model* gpu = open_on(path, "cuda");
+            minfer::engine::testing::set_sample_candidates(false);
+            const auto whole = test::sampled_mix(gpu, 4321);
+            minfer::engine::testing::set_sample_candidates(true);
+            const auto cand = test::sampled_mix(gpu, 4321);
+            REQUIRE(whole.size() == cand.size());
+            size_t same = 0, tokens = 0;
+            for (size_t i = 0; i < whole.size(); ++i) {
+                CAPTURE(i);
+                CHECK(cand[i] == whole[i]);
+                same += cand[i] == whole[i];
+                tokens += whole[i].size();
+            }
+            CHECK(same == whole.size());
+            CHECK(tokens > 500);
+            minfer_close(gpu);
+        }
+    }
+
     TEST_CASE("batch: sampled rows read back together and sampled side by side draw what one at a time draws") {
         // The same 90 sequences twice on one CUDA model (80 sampled rows a step: groups of 64 and 16,
         // runs of consecutive rows cut by greedy ones): their logits brought back together

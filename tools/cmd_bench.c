@@ -18,7 +18,7 @@
 
 static const char* const BENCH_HELP =
     "usage: minfer bench -m MODEL.gguf [-p N] [-n N] [-r N] [-d|--depth N] [--json] [--option KEY=VALUE]...\n"
-    "                    [--bandwidth] [--seqs N[,N...] [--temp T]] [--quiet]\n"
+    "                    [--bandwidth] [--seqs N[,N...] [--temp T [--top-k K]]] [--quiet]\n"
     "\n"
     "Measures prefill (pp: N prompt tokens in one call, default 512) and decode (tg: N greedy decode\n"
     "steps from an empty context, as llama-bench's tg, default 128) in tokens per second, repeated -r times\n"
@@ -47,7 +47,8 @@ static const char* const BENCH_HELP =
     "over the time they took) and the end-to-end rate, best of -r repetitions (each on a fresh batch after a\n"
     "warm-up). --temp T: the sequences sample instead, at temperature T with nothing cut (top_k 0, top_p 1,\n"
     "min_p 0, as a request that sets the temperature alone: every token of the vocabulary a candidate), each\n"
-    "with its own seed.\n";
+    "with its own seed. --top-k K with it: top_k K (the default sampler's cut is 40), so each step brings\n"
+    "back the rows' best logits instead of the rows (on the GPU).\n";
 
 /* ---- prefill arithmetic ----------------------------------------------------------------------- */
 
@@ -208,7 +209,7 @@ struct batch_run {
     int failed;
 };
 
-static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt, int n_gen, double temp, uint64_t seed,
+static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt, int n_gen, double temp, int top_k, uint64_t seed,
                                       struct batch_run* out) {
     minfer_batch_params bp;
     minfer_batch* b = NULL;
@@ -259,7 +260,7 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
         if (temp > 0.0) {
             minfer_sampler_params_init(&sampler);
             sampler.temperature = (float)temp;
-            sampler.top_k = 0;
+            sampler.top_k = top_k;
             sampler.top_p = 1.0f;
             sampler.min_p = 0.0f;
             sampler.seed = seed + (uint64_t)i;
@@ -297,10 +298,11 @@ static minfer_status bench_batch_once(minfer_model* m, int n_seqs, int n_prompt,
     return MINFER_OK;
 }
 
-static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_gen, double temp, long reps) {
+static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_gen, double temp, int top_k, long reps) {
     const char* p = seqs;
-    char sampling[32];
-    if (temp > 0.0) snprintf(sampling, sizeof sampling, "temp %.2f", temp);
+    char sampling[48];
+    if (temp > 0.0 && top_k > 0) snprintf(sampling, sizeof sampling, "temp %.2f top-k %d", temp, top_k);
+    else if (temp > 0.0) snprintf(sampling, sizeof sampling, "temp %.2f", temp);
     else snprintf(sampling, sizeof sampling, "greedy");
     printf("| model | device | seqs | prompt | new | sampling | first tokens s | decode t/s (aggregate) | end-to-end t/s | steps |\n");
     printf("|---|---|---|---|---|---|---|---|---|---|\n");
@@ -315,10 +317,10 @@ static int bench_batch(minfer_model* m, const char* seqs, long n_prompt, long n_
             return 1;
         }
         p = *end == ',' ? end + 1 : end;
-        st = bench_batch_once(m, (int)n, n_prompt < 16 ? (int)n_prompt : 16, 4, temp, 7, &run); /* warm-up */
+        st = bench_batch_once(m, (int)n, n_prompt < 16 ? (int)n_prompt : 16, 4, temp, top_k, 7, &run); /* warm-up */
         memset(&best, 0, sizeof best);
         for (r = 0; r < reps && st == MINFER_OK; ++r) {
-            st = bench_batch_once(m, (int)n, (int)n_prompt, (int)n_gen, temp, 0x9e3779b97f4a7c15ull + (uint64_t)r, &run);
+            st = bench_batch_once(m, (int)n, (int)n_prompt, (int)n_gen, temp, top_k, 0x9e3779b97f4a7c15ull + (uint64_t)r, &run);
             if (st == MINFER_OK && run.decode_tps > best.decode_tps) best = run;
         }
         if (st != MINFER_OK) return fail_status(st, "bench");
@@ -350,6 +352,7 @@ int cmd_bench(int argc, char** argv) {
     int json = 0, bandwidth = 0, prompt_given = 0;
     const char* seqs = NULL;
     double read_bw = 0.0, temp = 0.0;
+    long top_k = 0;
     for (i = 0; i < argc; ++i) {
         const char* a = argv[i];
         if (is_help(a)) {
@@ -369,6 +372,11 @@ int cmd_bench(int argc, char** argv) {
             if (i + 1 >= argc) return usage_error("bench", "--temp expects a temperature");
             temp = strtod(argv[++i], &end);
             if (!end || *end != '\0' || !(temp > 0.0 && temp <= 100.0)) return usage_error("bench", "--temp expects a temperature above 0, at most 100");
+        } else if (strcmp(a, "--top-k") == 0) {
+            char* end = NULL;
+            if (i + 1 >= argc) return usage_error("bench", "--top-k expects a count");
+            top_k = strtol(argv[++i], &end, 10);
+            if (!end || *end != '\0' || top_k < 1 || top_k > 1000000) return usage_error("bench", "--top-k expects a count from 1 to 1000000");
         } else if (strcmp(a, "--option") == 0) {
             int rc = i + 1 < argc ? split_option(argv[++i], keys, values, &n_options) : 1;
             if (rc != 0) return usage_error("bench", rc == 1 ? "--option expects KEY=VALUE" : "too many --option flags");
@@ -393,6 +401,7 @@ int cmd_bench(int argc, char** argv) {
     }
     if (!path) return usage_error("bench", "-m MODEL.gguf is required");
     if (temp > 0.0 && !seqs) return usage_error("bench", "--temp goes with --seqs (the single-context tests decode greedily, as llama-bench)");
+    if (top_k > 0 && !(temp > 0.0)) return usage_error("bench", "--top-k goes with --temp");
     if (reps < 1 || reps > 64) return usage_error("bench", "-r expects 1 to 64");
     setup_reporting();
     if (seqs) {
@@ -401,7 +410,7 @@ int cmd_bench(int argc, char** argv) {
         if (n_prompt < 1 || n_gen < 1) return usage_error("bench", "--seqs needs -p and -n of at least 1");
         st = minfer_open_with_options(path, keys + 1, values + 1, n_options - 1, &m);
         if (st != MINFER_OK) return fail_status(st, "bench");
-        rc = bench_batch(m, seqs, n_prompt, n_gen, temp, reps);
+        rc = bench_batch(m, seqs, n_prompt, n_gen, temp, (int)top_k, reps);
         minfer_close(m);
         return rc;
     }

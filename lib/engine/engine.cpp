@@ -161,6 +161,26 @@ void Context::prefill(const int32_t* tokens, size_t n) {
     set_stop_reason(MINFER_STOP_NONE);
 }
 
+// The next token from the last forward's logits. A greedy sampler takes the runner's argmax, and one
+// that cuts the row short (top-k) its candidates: on the GPU the logits stay on the device either way
+// (8 bytes back, or a few hundred), and the token is the one the whole row gives.
+int32_t Context::pick(sampling::Sampler::Generator& gen) {
+    if (sampler_.greedy_only()) return runner_->argmax(0);
+    const size_t nv = static_cast<size_t>(model_->config().n_vocab);
+    if (testing::sample_candidates()) {
+        const size_t m = sampler_.candidates_needed(nv, history_, affected_);
+        if (m > 0 && m <= Runner::kCandidatesMax && affected_.size() <= Runner::kCandidatesMax) {
+            const size_t row = 0;
+            const std::span<const int32_t> extra(affected_);
+            if (runner_->fetch_candidates(std::span<const size_t>(&row, 1), m, std::span<const std::span<const int32_t>>(&extra, 1))) {
+                const Runner::Candidates c = runner_->candidates(0);
+                return sampler_.sample_candidates(nv, c.ids, c.logits, history_, gen);
+            }
+        }
+    }
+    return sampler_.sample(runner_->logits(0), history_, gen);
+}
+
 int32_t Context::decode() {
     if (!has_logits_) fail(MINFER_ERR_INVALID_ARGUMENT, "decode: no logits yet; call minfer_prefill first");
     const int32_t n_past = n_past_.load(std::memory_order_relaxed);
@@ -168,8 +188,7 @@ int32_t Context::decode() {
     // Sample from a copy of the generator and keep the draw only once the forward succeeded, so a
     // failed decode (every token banned, a failed forward) leaves the context as it was.
     sampling::Sampler::Generator gen = sampler_.generator();
-    // A greedy sampler takes the runner's argmax: on the GPU the logits never leave the device.
-    const int32_t token = sampler_.greedy_only() ? runner_->argmax(0) : sampler_.sample(runner_->logits(0), history_, gen);
+    const int32_t token = pick(gen);
     if (token < 0) sampler_.sample(runner_->logits(0), history_, gen);  // every token banned: its error
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past);
     run(&token, 1);

@@ -97,6 +97,8 @@ private:
     // Runs tokens through the model (the runner cuts them in chunks); on success the new logits replace
     // the old ones.
     void run(const int32_t* tokens, size_t n);
+    // The next token from the last forward's logits (decode), drawing from `gen`.
+    int32_t pick(sampling::Sampler::Generator& gen);
     void set_stop_reason(minfer_stop_reason r) { stop_reason_.store(r, std::memory_order_release); }
 
     std::shared_ptr<Model> model_;
@@ -109,6 +111,7 @@ private:
     bool has_logits_ = false;         // the runner's output row 0 is the last position's
     std::vector<int32_t> history_;  // the tokens in the KV cache, oldest first (for penalties)
     sampling::Sampler sampler_;
+    std::vector<int32_t> affected_;  // scratch: the tokens the penalties and the bias change (pick)
     std::vector<std::string> stops_;
     size_t longest_stop_ = 0;       // the longest of stops_
     std::string generated_;         // bytes decoded since the last prefill, for stop strings

@@ -52,6 +52,31 @@ public:
     static constexpr size_t kFetchRows = 64;
     virtual void fetch_logits(std::span<const size_t> rows) { (void)rows; }
 
+    // A sampled row's candidates, what sampling::Sampler::sample_candidates takes: token ids and their
+    // logits as the forward left them (before penalties and bias).
+    struct Candidates {
+        std::span<const int32_t> ids;
+        std::span<const float> logits;
+    };
+    static constexpr size_t kCandidatesMax = 256;  // m, and the tokens of one extra list, at most
+    // For each output row rows[k] (ascending, distinct, at most kFetchRows): its m best logits in the
+    // sampler's candidate order (Sampler::candidates_needed: higher logit first, lower id among equal
+    // ones, NaN as -INFINITY; all of them where the vocabulary is smaller), then the logits of the tokens
+    // extra[k], brought to host memory in one transfer and one wait, so that a sampled step moves a few
+    // hundred bytes a row instead of the row. candidates(k) reads row rows[k]'s, from several threads at
+    // once, until the next forward or fetch_candidates (fetch_logits leaves them). False, with nothing
+    // fetched, where the backend chooses no candidates (the CPU's logits are in host memory already: read
+    // them whole) or m or an extra list is longer than it takes (kCandidatesMax). Throws Error (a device
+    // fault poisons the CUDA model).
+    virtual bool fetch_candidates(std::span<const size_t> rows, size_t m, std::span<const std::span<const int32_t>> extra) {
+        (void)rows, (void)m, (void)extra;
+        return false;
+    }
+    virtual Candidates candidates(size_t k) {
+        (void)k;
+        return {};
+    }
+
     // The page bookkeeping of the KV cache.
     virtual KvPool& kv() = 0;
 };

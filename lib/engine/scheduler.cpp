@@ -27,6 +27,7 @@ struct Scheduler::Seq {
     int32_t next = -1;         // the sampled token the next forward feeds; -1 while reading the prompt
     int32_t n_generated = 0;
     std::vector<int32_t> history;  // the tokens in the KV cache, oldest first (for penalties)
+    std::vector<int32_t> affected;  // scratch: the tokens its penalties and bias change (sample_rows)
     tokenizer::StreamDecoder decoder;
     std::string held;          // decoded text kept back: it may be the start of a stop string
     bool cancelled = false, done = false;
@@ -299,33 +300,76 @@ void Scheduler::run_forward() {
 }
 
 void Scheduler::sample_rows(std::span<const size_t> rows) {
+    // The rows whose samplers cut them short (top-k) take their tokens from the runner's candidates, a
+    // few hundred bytes a row, where the runner brings them; the others (and those, where it does not)
+    // read their logits whole.
+    const size_t nv = static_cast<size_t>(model_->config().n_vocab);
+    whole_.clear();
+    cand_rows_.clear();
+    size_t m = 0;
+    for (size_t i : rows) {
+        Seq& s = *row_seq_[i];
+        const size_t need = testing::sample_candidates() ? s.sampler.candidates_needed(nv, s.history, s.affected) : 0;
+        if (need > 0 && need <= Runner::kCandidatesMax && s.affected.size() <= Runner::kCandidatesMax) {
+            cand_rows_.push_back(i);
+            m = std::max(m, need);  // more than a row needs is no harm: the best m of them are among them
+        } else {
+            whole_.push_back(i);
+        }
+    }
+    bool by_candidates = false;
+    if (!cand_rows_.empty()) {
+        extra_.clear();
+        for (size_t i : cand_rows_) extra_.emplace_back(row_seq_[i]->affected);
+        try {
+            by_candidates = runner_->fetch_candidates(cand_rows_, m, extra_);
+        } catch (const Error& e) {
+            // (A device fault poisons the model: the rows then fail below, each with its message.)
+            log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' candidates could not come back (%s): their logits whole",
+                     cand_rows_.size(), e.what());
+        }
+        if (!by_candidates) {
+            whole_.insert(whole_.end(), cand_rows_.begin(), cand_rows_.end());
+            std::sort(whole_.begin(), whole_.end());
+            cand_rows_.clear();
+        }
+    }
     bool together = testing::batch_fetch();
     try {
-        if (together) runner_->fetch_logits(rows);
+        if (together && !whole_.empty()) runner_->fetch_logits(whole_);
     } catch (const Error& e) {
         // When they cannot (no pinned memory for them, say), each row is read back alone below and fails
         // alone if it must.
-        log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' logits could not come back together (%s): one at a time", rows.size(),
+        log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' logits could not come back together (%s): one at a time", whole_.size(),
                  e.what());
         together = false;
     }
-    auto one = [&](size_t i) {
+    // Task k < cand_rows_.size(): candidates row k; then the whole rows.
+    auto one = [&](size_t k) {
+        const bool cand = k < cand_rows_.size();
+        const size_t i = cand ? cand_rows_[k] : whole_[k - cand_rows_.size()];
         Seq& s = *row_seq_[i];
         try {
-            picked_[i].token = s.sampler.sample(runner_->logits(i), s.history);
+            if (cand) {
+                const Runner::Candidates c = runner_->candidates(k);
+                picked_[i].token = s.sampler.sample_candidates(nv, c.ids, c.logits, s.history);
+            } else {
+                picked_[i].token = s.sampler.sample(runner_->logits(i), s.history);
+            }
         } catch (const Error& e) {
             picked_[i] = Pick{-1, e.status(), e.what()};
         } catch (const std::exception& e) {
             picked_[i] = Pick{-1, MINFER_ERR_INTERNAL, e.what()};
         }
     };
-    cpu::ThreadPool* pool = together && rows.size() > 1 ? sampling_pool() : nullptr;
+    const size_t tasks = cand_rows_.size() + whole_.size();
+    cpu::ThreadPool* pool = (together || whole_.empty()) && tasks > 1 ? sampling_pool() : nullptr;
     if (!pool) {
-        for (size_t i : rows) one(i);
+        for (size_t k = 0; k < tasks; ++k) one(k);
         return;
     }
     try {
-        pool->parallel_for(static_cast<int64_t>(rows.size()), [&](int64_t k, int) { one(rows[static_cast<size_t>(k)]); });
+        pool->parallel_for(static_cast<int64_t>(tasks), [&](int64_t k, int) { one(static_cast<size_t>(k)); });
     } catch (const std::exception& e) {  // not from a row (each catches its own): the pool itself
         for (size_t i : rows) picked_[i] = Pick{-1, MINFER_ERR_INTERNAL, std::string("sampling threads: ") + e.what()};
     }

@@ -136,6 +136,8 @@ private:
     };
     std::vector<Pick> picked_;                 // per output row
     std::vector<size_t> sampled_;              // the rows whose sequences sample (not greedy)
+    std::vector<size_t> whole_, cand_rows_;    // sample_rows: a group's rows by their logits whole, by candidates
+    std::vector<std::span<const int32_t>> extra_;  // sample_rows: each candidates row's affected tokens
     std::unique_ptr<cpu::ThreadPool> pool_;    // sampling threads, started at the first step that samples two rows
     int pool_failed_ = 0;                      // a thread count that could not start
     std::atomic<bool> busy_{false};

@@ -12,6 +12,12 @@ std::atomic<uint32_t> g_plant{kPlantNone};
 #define MINFER_SAMPLE_TOGETHER 1
 #endif
 std::atomic<bool> g_batch_fetch{MINFER_SAMPLE_TOGETHER != 0};
+// MINFER_SAMPLE_CANDIDATES=0 builds the whole-row path as the default, for the same kind of timing.
+#ifndef MINFER_SAMPLE_CANDIDATES
+#define MINFER_SAMPLE_CANDIDATES 1
+#endif
+std::atomic<bool> g_sample_candidates{MINFER_SAMPLE_CANDIDATES != 0};
+std::atomic<bool> g_host_candidates{false};
 
 constexpr struct {
     uint32_t plant;
@@ -28,6 +34,10 @@ void set_plant(uint32_t plants) { g_plant.store(plants); }
 uint32_t plant() { return g_plant.load(); }
 void set_batch_fetch(bool on) { g_batch_fetch.store(on); }
 bool batch_fetch() { return g_batch_fetch.load(); }
+void set_sample_candidates(bool on) { g_sample_candidates.store(on); }
+bool sample_candidates() { return g_sample_candidates.load(); }
+void set_host_candidates(bool on) { g_host_candidates.store(on); }
+bool host_candidates() { return g_host_candidates.load(); }
 
 void apply_plant(uint32_t plants, model::Config& c) {
     c.planted = plants;

@@ -37,4 +37,17 @@ uint32_t plant_from_name(const char* name);
 void set_batch_fetch(bool on);
 bool batch_fetch();
 
+// Process-wide, default on (MINFER_SAMPLE_CANDIDATES): a sampled row whose sampler cuts it short (top-k on,
+// few penalized or biased tokens: sampling::Sampler::candidates_needed) takes its token from the
+// runner's candidates (Runner::fetch_candidates, the GPU's choice of the row's best logits) where the
+// runner brings them, instead of the whole row. Off, every sampled row reads its logits whole: the
+// reference a test holds the candidates to (the same tokens). Read at each decode and each batch step.
+void set_sample_candidates(bool on);
+bool sample_candidates();
+// Process-wide, default off: the CPU runner (engine/ops_runner.cpp) brings candidates too, chosen on the
+// host from its logits, so that the tests without a GPU run the engine's and the batch's candidates
+// path end to end.
+void set_host_candidates(bool on);
+bool host_candidates();
+
 }  // namespace minfer::engine::testing

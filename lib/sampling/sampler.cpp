@@ -651,6 +651,14 @@ size_t Sampler::candidates_needed(size_t n, std::span<const int32_t> history, st
 }
 
 int32_t Sampler::sample_candidates(size_t n, std::span<const int32_t> ids, std::span<const float> raw,
+                                   std::span<const int32_t> history) {
+    Generator gen = rng_;
+    const int32_t token = sample_candidates(n, ids, raw, history, gen);
+    rng_ = gen;
+    return token;
+}
+
+int32_t Sampler::sample_candidates(size_t n, std::span<const int32_t> ids, std::span<const float> raw,
                                    std::span<const int32_t> history, Generator& gen) {
     const minfer_sampler_params& P = params_;
     if (ids.size() != raw.size() || ids.empty() || n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)

@@ -58,6 +58,9 @@ public:
     // sample() does, and Error(MINFER_ERR_INTERNAL) where an affected token is missing.
     int32_t sample_candidates(size_t n_vocab, std::span<const int32_t> ids, std::span<const float> raw,
                               std::span<const int32_t> history, Generator& gen);
+    // The same with the sampler's own generator, advanced where a token is drawn.
+    int32_t sample_candidates(size_t n_vocab, std::span<const int32_t> ids, std::span<const float> raw,
+                              std::span<const int32_t> history);
 
 private:
     int32_t from_topk(size_t n, size_t k, double u, bool dense);
