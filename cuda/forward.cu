@@ -463,18 +463,19 @@ public:
         if (m == 0 || m > kCandidatesMax || n_extra > kCandidatesMax || !cuda::topk_fits(c_.n_vocab, static_cast<int>(m))) return false;
         m_->check_healthy();
         const size_t nr = rows.size(), nk = nr * m, ne = nr * n_extra;
-        // Room for kFetchRows rows of kCandidatesMax each, taken at the first sampled step that cuts its row
-        // short (5 MB of GPU memory for Qwen2's vocabulary, 260 KB pinned); where it cannot be had, the rows
-        // are read whole.
+        // Room for kFetchRows rows (max_out if fewer: a context's one) of kCandidatesMax each, taken at the
+        // first sampled step that cuts its row short (for Qwen2's vocabulary 5 MB of GPU memory and 260 KB
+        // pinned for a batch, 80 KB and 4 KB for a context); where it cannot be had, the rows are read whole.
         if (cand_failed_) return false;
+        const uint64_t rows_max = std::min<uint64_t>(kFetchRows, static_cast<uint64_t>(shape_.max_out));
         if (!cand_dev_.bytes()) {
             try {
-                const uint64_t rows_max = kFetchRows, part = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
+                const uint64_t part = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
                 cand_dev_ = DeviceMemory((part + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
                                              (rows_max + rows_max * kCandidatesMax) * sizeof(int32_t),
                                          &m_->scratch_bytes, "sampling candidates");
-                cand_in_ = std::make_unique<Pinned>((kFetchRows + kFetchRows * kCandidatesMax) * sizeof(int32_t));
-                cand_out_ = std::make_unique<Pinned>(kFetchRows * kCandidatesMax * (sizeof(unsigned long long) + sizeof(float)));
+                cand_in_ = std::make_unique<Pinned>((rows_max + rows_max * kCandidatesMax) * sizeof(int32_t));
+                cand_out_ = std::make_unique<Pinned>(rows_max * kCandidatesMax * (sizeof(unsigned long long) + sizeof(float)));
             } catch (const Error& e) {
                 if (e.status() == MINFER_ERR_DEVICE) throw;
                 log_line(log_level_, MINFER_LOG_WARN, "CUDA: no room for the sampling candidates (%s): sampled rows come back whole", e.what());
@@ -484,12 +485,11 @@ public:
             }
         }
         // Device layout: part, keys, the extra tokens' logits, then the rows and the extra tokens (uploaded).
-        const uint64_t part_keys = uint64_t{kFetchRows} * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
+        const uint64_t part_keys = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
         auto* part = cand_dev_.as<unsigned long long>();
         auto* keys = part + part_keys;  // [nr][m], then the extra logits [nr][n_extra] right after
         auto* extra_out = reinterpret_cast<float*>(keys + nk);
-        auto* d_rows = reinterpret_cast<int32_t*>(reinterpret_cast<float*>(part + part_keys + uint64_t{kFetchRows} * kCandidatesMax) +
-                                                  kFetchRows * kCandidatesMax);
+        auto* d_rows = reinterpret_cast<int32_t*>(reinterpret_cast<float*>(part + part_keys + rows_max * kCandidatesMax) + rows_max * kCandidatesMax);
         int32_t* h = cand_in_->as<int32_t>();
         for (size_t k = 0; k < nr; ++k) {
             h[k] = static_cast<int32_t>(rows[k]);
