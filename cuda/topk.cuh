@@ -13,7 +13,7 @@
 // Two passes. The first takes a row's logits in chunks of kChunk, a CTA each, and writes each chunk's m
 // largest keys; the second takes those lists, a CTA a row, and writes the row's m largest keys, plus the
 // logits of the row's extra tokens (the sampler's penalized and biased ones). A CTA's selection
-// (top_keys): each thread takes a group of consecutive keys and its maximum; the m-th largest maximum
+// (top_keys): each thread takes a group of keys (every 256th) and its maximum; the m-th largest maximum
 // bounds the m-th largest key from below (m groups hold a key at least that large), so only the keys of
 // those m groups that reach it are candidates, usually a little more than m; they are sorted in shared
 // memory by a bitonic network and the first m written. Worst case (equal logits everywhere, NaN rows) the
@@ -77,9 +77,8 @@ __device__ __forceinline__ void top_keys(Key key, int count, int m, unsigned lon
     unsigned long long* cand = smem + kThreads;
     int* counter = reinterpret_cast<int*>(cand + pow2_at_least(count));
     const int t = static_cast<int>(threadIdx.x);
-    const int per = (count + kThreads - 1) / kThreads, first = t * per, end = first + per < count ? first + per : count;
     unsigned long long best = 0;
-    for (int i = first; i < end; ++i) {
+    for (int i = t; i < count; i += kThreads) {  // thread t's group: every kThreads-th key (coalesced loads)
         const unsigned long long k = key(i);
         best = k > best ? k : best;
     }
@@ -88,7 +87,7 @@ __device__ __forceinline__ void top_keys(Key key, int count, int m, unsigned lon
     __syncthreads();
     bitonic_desc(gmax, kThreads);
     const unsigned long long floor = gmax[m - 1] > 0 ? gmax[m - 1] : 1;  // fewer than m groups with keys: every key
-    for (int i = first; i < end; ++i) {
+    for (int i = t; i < count; i += kThreads) {
         const unsigned long long k = key(i);
         if (k >= floor) cand[atomicAdd(counter, 1)] = k;
     }
