@@ -469,20 +469,28 @@ public:
         if (cand_failed_) return false;
         const uint64_t rows_max = std::min<uint64_t>(kFetchRows, static_cast<uint64_t>(shape_.max_out));
         if (!cand_dev_.bytes()) {
+            // All three or none: a later call finds either every buffer or none.
+            DeviceMemory dev;
+            std::unique_ptr<Pinned> in, out;
             try {
                 const uint64_t part = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
-                cand_dev_ = DeviceMemory((part + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
-                                             (rows_max + rows_max * kCandidatesMax) * sizeof(int32_t),
-                                         &m_->scratch_bytes, "sampling candidates");
-                cand_in_ = std::make_unique<Pinned>((rows_max + rows_max * kCandidatesMax) * sizeof(int32_t));
-                cand_out_ = std::make_unique<Pinned>(rows_max * kCandidatesMax * (sizeof(unsigned long long) + sizeof(float)));
+                dev = DeviceMemory((part + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
+                                       (rows_max + rows_max * kCandidatesMax) * sizeof(int32_t),
+                                   &m_->scratch_bytes, "sampling candidates");
+                in = std::make_unique<Pinned>((rows_max + rows_max * kCandidatesMax) * sizeof(int32_t));
+                out = std::make_unique<Pinned>(rows_max * kCandidatesMax * (sizeof(unsigned long long) + sizeof(float)));
             } catch (const Error& e) {
-                if (e.status() == MINFER_ERR_DEVICE) throw;
+                if (e.status() == MINFER_ERR_DEVICE) {
+                    m_->poison(e.what());
+                    throw;
+                }
                 log_line(log_level_, MINFER_LOG_WARN, "CUDA: no room for the sampling candidates (%s): sampled rows come back whole", e.what());
-                cand_dev_ = DeviceMemory();
                 cand_failed_ = true;  // not tried again: one warning
                 return false;
             }
+            cand_dev_ = std::move(dev);
+            cand_in_ = std::move(in);
+            cand_out_ = std::move(out);
         }
         // Device layout: part, keys, the extra tokens' logits, then the rows and the extra tokens (uploaded).
         const uint64_t part_keys = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
@@ -70,32 +69,42 @@ void argmax_keys(const float* logits, int rows, int n_vocab, unsigned long long*
 
 int topk_chunks(int n_vocab) { return (n_vocab + tk::kChunk - 1) / tk::kChunk; }
 
-bool topk_fits(int n_vocab, int m) {
-    if (n_vocab <= 0 || m < 1 || m > tk::kMaxM || topk_chunks(n_vocab) > (1 << 20) / m) return false;
-    static const int optin = [] {
+// The largest dynamic shared memory a CTA may have here (0 where the query fails), granted to both
+// candidate kernels once per process: the attribute is one value per kernel for the whole process, so a
+// call setting it to its own size could lower it under another thread's launch.
+static int topk_smem_limit() {
+    static const int limit = [] {
         int dev = 0, v = 0;
         if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
             cudaGetLastError();  // (not sticky) the candidates are then not chosen here
             return 0;
         }
+        for (const void* k : {reinterpret_cast<const void*>(tk::topk_chunk_kernel), reinterpret_cast<const void*>(tk::topk_row_kernel)})
+            if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, v) != cudaSuccess) {
+                cudaGetLastError();
+                return 0;
+            }
         return v;
     }();
-    return tk::top_keys_smem(topk_chunks(n_vocab) * m) <= static_cast<size_t>(optin) && tk::top_keys_smem(tk::kChunk) <= static_cast<size_t>(optin);
+    return limit;
+}
+
+bool topk_fits(int n_vocab, int m) {
+    if (n_vocab <= 0 || m < 1 || m > tk::kMaxM || topk_chunks(n_vocab) > (1 << 20) / m) return false;
+    const size_t limit = static_cast<size_t>(topk_smem_limit());
+    return tk::top_keys_smem(topk_chunks(n_vocab) * m) <= limit && tk::top_keys_smem(tk::kChunk) <= limit;
 }
 
 void topk_rows(const float* logits, int n_vocab, const int32_t* rows, int n_rows, int m, unsigned long long* part, unsigned long long* keys,
                const int32_t* extra, int n_extra, float* extra_out, cudaStream_t stream) {
     if (n_rows <= 0) return;
+    if (!topk_fits(n_vocab, m)) fail(MINFER_ERR_INTERNAL, "candidates: %d of a vocabulary of %d do not fit this GPU", m, n_vocab);
     const int chunks = topk_chunks(n_vocab);
-    const size_t smem1 = tk::top_keys_smem(tk::kChunk), smem2 = tk::top_keys_smem(chunks * m);
-    for (auto [k, bytes] : {std::pair<const void*, size_t>{reinterpret_cast<const void*>(tk::topk_chunk_kernel), smem1},
-                            std::pair<const void*, size_t>{reinterpret_cast<const void*>(tk::topk_row_kernel), smem2}})
-        if (bytes > 48 * 1024)
-            check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)), "candidates: shared memory");
-    tk::topk_chunk_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(n_rows)), tk::kThreads, smem1, stream>>>(logits, n_vocab, rows, m,
-                                                                                                                               part);
+    tk::topk_chunk_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(n_rows)), tk::kThreads, tk::top_keys_smem(tk::kChunk),
+                            stream>>>(logits, n_vocab, rows, m, part);
     check(cudaGetLastError(), "candidates: the chunks' best");
-    tk::topk_row_kernel<<<n_rows, tk::kThreads, smem2, stream>>>(logits, n_vocab, rows, m, chunks, part, keys, extra, n_extra, extra_out);
+    tk::topk_row_kernel<<<n_rows, tk::kThreads, tk::top_keys_smem(chunks * m), stream>>>(logits, n_vocab, rows, m, chunks, part, keys, extra, n_extra,
+                                                                                         extra_out);
     check(cudaGetLastError(), "candidates: the rows' best");
 }
 

@@ -6,7 +6,7 @@
 //
 // Each logit becomes a 64-bit key that orders like the sampler's candidate order, (logit, -id): the
 // float's bits mapped to an unsigned integer that sorts like the float (negative values bit-inverted,
-// positive ones with the sign bit set), NaN taken as -INFINITY, then 0xFFFFFFFF - id below them. Keys of
+// positive ones with the sign bit set), NaN taken as -INFINITY and -0 as +0, then 0xFFFFFFFF - id below them. Keys of
 // distinct ids differ, so "the m largest keys" is one set, ties of equal logits included; 0 is below every
 // key and stands for none.
 //
@@ -32,12 +32,14 @@ constexpr int kChunk = 4096;   // logits a CTA of the first pass takes (16 a thr
 constexpr int kMaxM = kThreads;  // the m-th largest group maximum needs m groups
 
 __host__ __device__ inline unsigned order_bits(unsigned u) { return (u & 0x80000000u) ? ~u : (u | 0x80000000u); }
-// The inverse, for the host: the logit of a key (NaN came in as -INFINITY).
+// The inverse, for the host: the logit of a key (NaN came in as -INFINITY, -0 as +0: neither is told
+// apart from the other by anything the sampler does).
 __host__ __device__ inline unsigned float_bits_of(unsigned o) { return (o & 0x80000000u) ? (o & 0x7FFFFFFFu) : ~o; }
 
 __device__ __forceinline__ unsigned long long key_of(float v, int i) {
     unsigned u = __float_as_uint(v);
     if (v != v) u = 0xFF800000u;  // NaN as -INFINITY
+    if (u == 0x80000000u) u = 0;  // -0 as +0: equal logits, the lower id first
     return static_cast<unsigned long long>(order_bits(u)) << 32 | (0xFFFFFFFFu - static_cast<unsigned>(i));
 }
 

@@ -2,7 +2,7 @@
 // CPU through the CUDA emulation in tests/emu: both passes over rows of random logits (many equal ones,
 // NaN, infinities, whole rows of NaN or of one value, lengths on and off the chunk size), for m from 1 to
 // the largest, against the first m of a plain sort in the sampler's candidate order (higher logit first,
-// lower id among equal ones, NaN as -INFINITY), key for key; and the extra tokens' logits, bit for bit.
+// lower id among equal ones, NaN as -INFINITY, the two zeros equal), key for key; and the extra tokens' logits, bit for bit.
 // Outputs are poisoned first; each case runs in forward and reverse lane order (a missing barrier reads a
 // stale value in one of them) over garbage shared memory. No GPU is needed; cuda_tests checks the same
 // kernels on one, through the sampled decode.
@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -67,9 +68,10 @@ TEST_CASE("the m best logits of each row, in candidate order, and the extra toke
         std::vector<float> logits(static_cast<size_t>(total_rows) * n_vocab);
         for (int r = 0; r < total_rows; ++r) {
             float* row = logits.data() + static_cast<size_t>(r) * n_vocab;
-            const int kind = static_cast<int>(pick(6));
+            const int kind = static_cast<int>(pick(7));
             for (int i = 0; i < n_vocab; ++i) {
                 if (kind == 0) row[i] = static_cast<float>(pick(6)) - 2.0f;  // many equal logits
+                else if (kind == 6) row[i] = std::array<float, 4>{0.0f, -0.0f, 0.0f, -1.0f}[pick(4)];  // zeros of both signs: equal
                 else if (kind == 1) row[i] = 1.5f;                          // one value
                 else if (kind == 2) row[i] = kNaN;                          // NaN everywhere
                 else row[i] = std::normal_distribution<float>(0.0f, 3.0f)(rng);
@@ -92,7 +94,8 @@ TEST_CASE("the m best logits of each row, in candidate order, and the extra toke
             run(cfg, logits, n_vocab, rows, m, extra, n_extra, keys, extra_out);
             for (int r = 0; r < n_rows; ++r) {
                 const float* row = logits.data() + static_cast<size_t>(rows[static_cast<size_t>(r)]) * n_vocab;
-                auto key = [&](int i) { return std::isnan(row[i]) ? -kInf : row[i]; };
+                // NaN as -inf, -0 as +0 (the keys' logit; the two zeros are one logit to the sampler)
+                auto key = [&](int i) { return std::isnan(row[i]) ? -kInf : row[i] == 0.0f ? 0.0f : row[i]; };
                 std::vector<int> order(static_cast<size_t>(n_vocab));
                 std::iota(order.begin(), order.end(), 0);
                 std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key(a) > key(b); });

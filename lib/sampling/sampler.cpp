@@ -646,7 +646,9 @@ size_t Sampler::candidates_needed(size_t n, std::span<const int32_t> history, st
     // affected.size() tokens can stand above them, so they are among the k + affected.size() best raw
     // logits (in candidate order, NaN as -inf); the affected ones come with their own raw logits.
     const size_t k = P.temperature > 0.0f ? (P.top_k > 0 ? static_cast<size_t>(P.top_k) : 0) : 1;
-    if (k == 0 || k >= n) return 0;  // top-k off: every token may be drawn
+    // top-k off: every token may be drawn. Above kHeapMax, sample() selects its candidates without
+    // sorting them, so its sums may round otherwise than the candidates' form's: whole rows there.
+    if (k == 0 || k >= n || k > kHeapMax) return 0;
     return std::min(n, k + affected.size());
 }
 

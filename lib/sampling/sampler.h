@@ -52,7 +52,8 @@ public:
     // candidates_needed says what it needs: the count m of the row's best raw logits (in candidate
     // order: higher logit first, lower id among equal ones, NaN as -INFINITY), and `affected`, the tokens
     // the penalties and the logit bias change (sorted, distinct, < n_vocab), whose raw logits it needs
-    // too. m is 0 where the row cannot be cut short: top_k off (or >= n_vocab) at temperature > 0.
+    // too. m is 0 where the row cannot be cut short: top_k off (or >= n_vocab, or above 4,096) at
+    // temperature > 0.
     size_t candidates_needed(size_t n_vocab, std::span<const int32_t> history, std::vector<int32_t>& affected) const;
     // ids/raw: the m best (any order) and the affected tokens (a token may be in both). Throws as
     // sample() does, and Error(MINFER_ERR_INTERNAL) where an affected token is missing.
