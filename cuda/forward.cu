@@ -448,7 +448,7 @@ public:
     }
 
     bool fetch_candidates(std::span<const size_t> rows, size_t m, std::span<const std::span<const int32_t>> extra) override {
-        cand_at_.clear();
+        cand_.clear();
         if (rows.empty()) return true;
         if (rows.size() > kFetchRows || extra.size() != rows.size())
             fail(MINFER_ERR_INTERNAL, "fetch_candidates: %zu rows and %zu extra lists, at most %zu rows", rows.size(), extra.size(), kFetchRows);
@@ -518,30 +518,23 @@ public:
         }
         const auto* hk = cand_out_->as<unsigned long long>();
         const auto* hx = reinterpret_cast<const float*>(hk + nk);
-        cand_ids_.clear();
-        cand_logits_.clear();
         for (size_t k = 0; k < nr; ++k) {
-            cand_at_.push_back(cand_ids_.size());
+            cand_.begin_row();
             for (size_t j = 0; j < m && hk[k * m + j] != 0; ++j) {
                 int32_t id = 0;
                 float v = 0.0f;
                 cuda::topk_decode(hk[k * m + j], id, v);
-                cand_ids_.push_back(id);
-                cand_logits_.push_back(v);
+                cand_.add(id, v);
             }
-            for (size_t j = 0; j < extra[k].size(); ++j) {
-                cand_ids_.push_back(extra[k][j]);
-                cand_logits_.push_back(hx[k * n_extra + j]);
-            }
+            for (size_t j = 0; j < extra[k].size(); ++j) cand_.add(extra[k][j], hx[k * n_extra + j]);
         }
-        cand_at_.push_back(cand_ids_.size());
+        cand_.end();
         return true;
     }
 
     Candidates candidates(size_t k) override {
-        if (k + 1 >= cand_at_.size()) fail(MINFER_ERR_INTERNAL, "candidates %zu: %zu rows fetched", k, cand_at_.empty() ? 0 : cand_at_.size() - 1);
-        const size_t a = cand_at_[k], b = cand_at_[k + 1];
-        return {std::span<const int32_t>(cand_ids_).subspan(a, b - a), std::span<const float>(cand_logits_).subspan(a, b - a)};
+        const auto [ids, logits] = cand_.row(k);
+        return {ids, logits};
     }
 
     void fetch_logits(std::span<const size_t> rows) override {
@@ -629,7 +622,7 @@ private:
         n_out_ = 1;
         host_row_ = -1;
         fetched_.clear();
-        cand_at_.clear();
+        cand_.clear();
         if (ended) step_account();
         else step_window_reset();
     }
@@ -754,7 +747,7 @@ private:
         n_out_ = n_out;
         host_row_ = -1;
         fetched_.clear();
-        cand_at_.clear();
+        cand_.clear();
         return recorded;
     }
 
@@ -1125,12 +1118,10 @@ private:
     std::unique_ptr<Pinned> rows_host_;  // [min(kFetchRows, max_out)][n_vocab]: the rows of fetch_logits
     std::vector<size_t> fetched_;        // the output rows rows_host_ holds, in its order (ascending)
     // fetch_candidates: the GPU's scratch and the transfers' pinned buffers (taken at its first call), and
-    // the rows' candidates decoded, one row after another (cand_at_: where each begins, and the end).
+    // the rows' candidates decoded.
     DeviceMemory cand_dev_;
     std::unique_ptr<Pinned> cand_in_, cand_out_;
-    std::vector<int32_t> cand_ids_;
-    std::vector<float> cand_logits_;
-    std::vector<size_t> cand_at_;
+    engine::CandidateRows cand_;
     bool cand_failed_ = false;
 };
 

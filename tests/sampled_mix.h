@@ -19,6 +19,44 @@
 
 namespace test {
 
+// Steps batch b until its sequences ids (as minfer_batch_add gave them) are done: each one's tokens, in
+// the order of ids; every sequence must end with MINFER_OK.
+inline std::vector<std::vector<int32_t>> step_until_done(minfer_batch* b, const std::vector<uint64_t>& ids, int max_steps) {
+    const size_t n_seqs = ids.size();
+    std::vector<std::vector<int32_t>> got(n_seqs);
+    std::vector<minfer_batch_event> ev(n_seqs);
+    size_t done = 0;
+    for (int step = 0; step < max_steps && done < n_seqs; ++step) {
+        size_t n = 0;
+        REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev.data(), n_seqs, &n) == MINFER_OK, minfer_last_error());
+        for (size_t e = 0; e < n; ++e) {
+            const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), ev[e].id) - ids.begin());
+            REQUIRE(i < ids.size());
+            if (ev[e].token >= 0) got[i].push_back(ev[e].token);
+            if (ev[e].finished) {
+                CHECK_MESSAGE(ev[e].status == MINFER_OK, ev[e].error);
+                ++done;
+            }
+        }
+    }
+    CHECK(done == n_seqs);
+    return got;
+}
+
+// The two runs of sampled_mix, every sequence's tokens alike; more than `min_tokens` tokens in all.
+inline void check_same_mix(const std::vector<std::vector<int32_t>>& whole, const std::vector<std::vector<int32_t>>& cand, size_t min_tokens) {
+    REQUIRE(whole.size() == cand.size());
+    size_t same = 0, tokens = 0;
+    for (size_t i = 0; i < whole.size(); ++i) {
+        CAPTURE(i);
+        CHECK(cand[i] == whole[i]);
+        same += cand[i] == whole[i];
+        tokens += whole[i].size();
+    }
+    CHECK(same == whole.size());
+    CHECK(tokens > min_tokens);
+}
+
 inline std::vector<std::vector<int32_t>> sampled_mix(minfer_model* m, uint64_t seed) {
     std::mt19937_64 rng(seed);
     auto uni = [&](double a, double b) { return static_cast<float>(std::uniform_real_distribution<double>(a, b)(rng)); };
@@ -72,23 +110,7 @@ inline std::vector<std::vector<int32_t>> sampled_mix(minfer_model* m, uint64_t s
         q.sampler = i % 8 == 0 ? nullptr : &sp;
         REQUIRE(minfer_batch_add(b, &q, &ids[static_cast<size_t>(i)]) == MINFER_OK);
     }
-    std::vector<std::vector<int32_t>> batch(kSeqs);
-    int done = 0;
-    for (int step = 0; step < 300 && done < kSeqs; ++step) {
-        minfer_batch_event ev[kSeqs];
-        size_t n = 0;
-        REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, kSeqs, &n) == MINFER_OK, minfer_last_error());
-        for (size_t e = 0; e < n; ++e) {
-            const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), ev[e].id) - ids.begin());
-            REQUIRE(i < ids.size());
-            if (ev[e].token >= 0) batch[i].push_back(ev[e].token);
-            if (ev[e].finished) {
-                CHECK_MESSAGE(ev[e].status == MINFER_OK, ev[e].error);
-                ++done;
-            }
-        }
-    }
-    CHECK(done == kSeqs);
+    const std::vector<std::vector<int32_t>> batch = step_until_done(b, ids, 300);
     minfer_batch_free(b);
     got.insert(got.end(), batch.begin(), batch.end());
 

@@ -1036,22 +1036,7 @@ std::vector<std::vector<int32_t>> sampled_batch(minfer_model* gpu, bool together
         q.sampler = i % 9 == 8 ? nullptr : &sp;
         REQUIRE(minfer_batch_add(b, &q, &ids[static_cast<size_t>(i)]) == MINFER_OK);
     }
-    int done = 0;
-    for (int step = 0; step < 200 && done < kSeqs; ++step) {
-        minfer_batch_event ev[kSeqs];
-        size_t n = 0;
-        REQUIRE_MESSAGE(minfer_batch_step(b, 0, ev, kSeqs, &n) == MINFER_OK, minfer_last_error());
-        for (size_t e = 0; e < n; ++e) {
-            const size_t i = static_cast<size_t>(std::find(ids.begin(), ids.end(), ev[e].id) - ids.begin());
-            REQUIRE(i < ids.size());
-            if (ev[e].token >= 0) got[i].push_back(ev[e].token);
-            if (ev[e].finished) {
-                CHECK_MESSAGE(ev[e].status == MINFER_OK, ev[e].error);
-                ++done;
-            }
-        }
-    }
-    CHECK(done == kSeqs);
+    got = test::step_until_done(b, ids, 200);
     minfer_batch_free(b);
     return got;
 }
@@ -1994,17 +1979,7 @@ TEST_SUITE("cuda") {
             minfer::engine::testing::set_sample_candidates(false);
             const auto whole = test::sampled_mix(gpu, 4321);
             minfer::engine::testing::set_sample_candidates(true);
-            const auto cand = test::sampled_mix(gpu, 4321);
-            REQUIRE(whole.size() == cand.size());
-            size_t same = 0, tokens = 0;
-            for (size_t i = 0; i < whole.size(); ++i) {
-                CAPTURE(i);
-                CHECK(cand[i] == whole[i]);
-                same += cand[i] == whole[i];
-                tokens += whole[i].size();
-            }
-            CHECK(same == whole.size());
-            CHECK(tokens > 500);
+            test::check_same_mix(whole, test::sampled_mix(gpu, 4321), 500);
             minfer_close(gpu);
         }
     }

@@ -61,7 +61,7 @@ public:
         logits_.swap(pending_);
         n_out_ = n_out_pending_;
         argmax_.assign(n_out_, -2);
-        cand_at_.clear();
+        cand_.clear();
     }
 
     int32_t argmax(size_t i) override {
@@ -79,12 +79,10 @@ public:
     // Only under testing::host_candidates (the tests' way through the candidates path without a GPU):
     // the m best by a partial sort of the row's ids, as the GPU's passes choose them.
     bool fetch_candidates(std::span<const size_t> rows, size_t m, std::span<const std::span<const int32_t>> extra) override {
-        cand_at_.clear();
+        cand_.clear();
         if (!testing::host_candidates() || m == 0 || m > kCandidatesMax || extra.size() != rows.size()) return false;
         for (std::span<const int32_t> e : extra)
             if (e.size() > kCandidatesMax) return false;
-        cand_ids_.clear();
-        cand_logits_.clear();
         const size_t nv = static_cast<size_t>(c_.n_vocab);
         std::vector<int32_t> order(nv);
         for (size_t k = 0; k < rows.size(); ++k) {
@@ -94,23 +92,16 @@ public:
             const size_t take = std::min(m, nv);
             std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take), order.end(),
                               [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
-            cand_at_.push_back(cand_ids_.size());
-            for (size_t j = 0; j < take; ++j) {
-                cand_ids_.push_back(order[j]);
-                cand_logits_.push_back(key(order[j]));
-            }
-            for (int32_t t : extra[k]) {
-                cand_ids_.push_back(t);
-                cand_logits_.push_back(row[static_cast<size_t>(t)]);
-            }
+            cand_.begin_row();
+            for (size_t j = 0; j < take; ++j) cand_.add(order[j], key(order[j]));
+            for (int32_t t : extra[k]) cand_.add(t, row[static_cast<size_t>(t)]);
         }
-        cand_at_.push_back(cand_ids_.size());
+        cand_.end();
         return true;
     }
     Candidates candidates(size_t k) override {
-        if (k + 1 >= cand_at_.size()) fail(MINFER_ERR_INTERNAL, "candidates %zu: %zu rows fetched", k, cand_at_.empty() ? 0 : cand_at_.size() - 1);
-        const size_t a = cand_at_[k], b = cand_at_[k + 1];
-        return {std::span<const int32_t>(cand_ids_).subspan(a, b - a), std::span<const float>(cand_logits_).subspan(a, b - a)};
+        const auto [ids, logits] = cand_.row(k);
+        return {ids, logits};
     }
 
     KvPool& kv() override { return kv_; }
@@ -129,9 +120,7 @@ private:
     Scratch scratch_;
     std::vector<float> logits_, pending_;  // [max_out][n_vocab]: the last call's, and the one in progress
     std::vector<int32_t> argmax_;          // per output row; -2 until asked
-    std::vector<int32_t> cand_ids_;        // fetch_candidates' rows, one after another
-    std::vector<float> cand_logits_;
-    std::vector<size_t> cand_at_;          // where each row's begin, and the end
+    CandidateRows cand_;                   // fetch_candidates' rows
     std::vector<int32_t> rows_;
     std::vector<Run> runs_;
     size_t n_out_ = 0, n_out_pending_ = 0;

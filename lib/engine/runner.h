@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
+#include <vector>
 
+#include "core/error.h"
 #include "engine/kv_pool.h"
 #include "model/config.h"
 #include "options/options.h"
@@ -25,6 +28,27 @@ struct Batch {
     std::span<const int32_t> pos;       // each token's position in its sequence, < n_ctx
     std::span<const int32_t> seq;       // each token's sequence slot, < n_seq
     std::span<const int32_t> out_rows;  // the batch rows whose logits are wanted, ascending, at most max_out
+};
+
+// The candidates of the rows of one fetch_candidates, one row after another: what a runner's
+// candidates(k) hands out.
+class CandidateRows {
+public:
+    void clear() { ids_.clear(), logits_.clear(), at_.clear(); }
+    void begin_row() { at_.push_back(ids_.size()); }
+    void add(int32_t id, float logit) { ids_.push_back(id), logits_.push_back(logit); }
+    void end() { at_.push_back(ids_.size()); }  // after the last row
+    // Row k's; Error(MINFER_ERR_INTERNAL) past the rows fetched.
+    std::pair<std::span<const int32_t>, std::span<const float>> row(size_t k) const {
+        if (k + 1 >= at_.size()) fail(MINFER_ERR_INTERNAL, "candidates %zu: %zu rows fetched", k, at_.empty() ? size_t{0} : at_.size() - 1);
+        const size_t a = at_[k], b = at_[k + 1];
+        return {std::span<const int32_t>(ids_).subspan(a, b - a), std::span<const float>(logits_).subspan(a, b - a)};
+    }
+
+private:
+    std::vector<int32_t> ids_;
+    std::vector<float> logits_;
+    std::vector<size_t> at_;  // where each row begins, then the end
 };
 
 class Runner {

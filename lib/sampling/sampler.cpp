@@ -457,17 +457,11 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     return token;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen) {
-    const size_t n = logits.size();
-    if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
-    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
-        fail(MINFER_ERR_INVALID_ARGUMENT, "sample: %zu logits is more than token ids can address", n);
+// Steps 2 and 3 on the logits logit(t) gives (a float& for token t < n): each distinct token of the
+// penalty window, then each biased token.
+template <class Logit>
+void Sampler::penalize(size_t n, std::span<const int32_t> history, Logit&& logit) {
     const minfer_sampler_params& P = params_;
-
-    // 1. copy
-    work_.assign(logits.begin(), logits.end());
-
-    // 2. penalties over the recent window
     const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
     if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
         size_t len = history.size();
@@ -481,17 +475,28 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
             const size_t count = j - i;
             i = j;
             if (t < 0 || static_cast<size_t>(t) >= n) continue;
-            float v = work_[static_cast<size_t>(t)];
+            float& v = logit(t);
             if (P.repeat_penalty != 1.0f) v = v > 0.0f ? v / P.repeat_penalty : v * P.repeat_penalty;
             v -= P.presence_penalty;
             v -= P.frequency_penalty * static_cast<float>(count);
-            work_[static_cast<size_t>(t)] = v;
         }
     }
-
-    // 3. logit bias
     for (const auto& [t, b] : bias_)
-        if (static_cast<size_t>(t) < n) work_[static_cast<size_t>(t)] += b;
+        if (static_cast<size_t>(t) < n) logit(t) += b;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history, Generator& gen) {
+    const size_t n = logits.size();
+    if (n == 0) fail(MINFER_ERR_INVALID_ARGUMENT, "sample: no logits");
+    if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max()) - 16)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "sample: %zu logits is more than token ids can address", n);
+    const minfer_sampler_params& P = params_;
+
+    // 1. copy
+    work_.assign(logits.begin(), logits.end());
+
+    // 2. penalties over the recent window, 3. logit bias
+    penalize(n, history, [&](int32_t t) -> float& { return work_[static_cast<size_t>(t)]; });
 
     // 4. greedy
     if (!(P.temperature > 0.0f)) {
@@ -679,27 +684,7 @@ int32_t Sampler::sample_candidates(size_t n, std::span<const int32_t> ids, std::
         return it->first;
     };
     // 2. penalties and 3. the logit bias, as sample() applies them
-    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
-    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
-        size_t len = history.size();
-        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
-        recent_.assign(history.end() - static_cast<std::ptrdiff_t>(len), history.end());
-        std::sort(recent_.begin(), recent_.end());
-        for (size_t i = 0; i < recent_.size();) {
-            size_t j = i;
-            while (j < recent_.size() && recent_[j] == recent_[i]) ++j;
-            const int32_t t = recent_[i];
-            const size_t count = j - i;
-            i = j;
-            if (t < 0 || static_cast<size_t>(t) >= n) continue;
-            float& v = at(t);
-            if (P.repeat_penalty != 1.0f) v = v > 0.0f ? v / P.repeat_penalty : v * P.repeat_penalty;
-            v -= P.presence_penalty;
-            v -= P.frequency_penalty * static_cast<float>(count);
-        }
-    }
-    for (const auto& [t, b] : bias_)
-        if (static_cast<size_t>(t) < n) at(t) += b;
+    penalize(n, history, at);
     // NaN counts as -inf from here: banned either way
     std::erase_if(cand_, [](const Cand& c) { return !(c.first > -kInf); });
     if (cand_.empty()) every_token_banned(n);

@@ -64,6 +64,8 @@ public:
                               std::span<const int32_t> history);
 
 private:
+    template <class Logit>
+    void penalize(size_t n, std::span<const int32_t> history, Logit&& logit);
     int32_t from_topk(size_t n, size_t k, double u, bool dense);
     int32_t finish(size_t n, size_t k, double u, float best, double z, bool have_w1, bool dense, bool every_id, bool cut_known,
                    std::pair<float, int32_t> cut);
