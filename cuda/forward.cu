@@ -468,13 +468,13 @@ public:
         // pinned for a batch, 80 KB and 4 KB for a context); where it cannot be had, the rows are read whole.
         if (cand_failed_) return false;
         const uint64_t rows_max = std::min<uint64_t>(kFetchRows, static_cast<uint64_t>(shape_.max_out));
+        const uint64_t part_keys = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;  // pass 1's lists
         if (!cand_dev_.bytes()) {
             // All three or none: a later call finds either every buffer or none.
             DeviceMemory dev;
             std::unique_ptr<Pinned> in, out;
             try {
-                const uint64_t part = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
-                dev = DeviceMemory((part + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
+                dev = DeviceMemory((part_keys + rows_max * kCandidatesMax) * sizeof(unsigned long long) + rows_max * kCandidatesMax * sizeof(float) +
                                        (rows_max + rows_max * kCandidatesMax) * sizeof(int32_t),
                                    &m_->scratch_bytes, "sampling candidates");
                 in = std::make_unique<Pinned>((rows_max + rows_max * kCandidatesMax) * sizeof(int32_t));
@@ -493,7 +493,6 @@ public:
             cand_out_ = std::move(out);
         }
         // Device layout: part, keys, the extra tokens' logits, then the rows and the extra tokens (uploaded).
-        const uint64_t part_keys = rows_max * static_cast<uint64_t>(cuda::topk_chunks(c_.n_vocab)) * kCandidatesMax;
         auto* part = cand_dev_.as<unsigned long long>();
         auto* keys = part + part_keys;  // [nr][m], then the extra logits [nr][n_extra] right after
         auto* extra_out = reinterpret_cast<float*>(keys + nk);
@@ -532,10 +531,7 @@ public:
         return true;
     }
 
-    Candidates candidates(size_t k) override {
-        const auto [ids, logits] = cand_.row(k);
-        return {ids, logits};
-    }
+    Candidates candidates(size_t k) override { return cand_.row(k); }
 
     void fetch_logits(std::span<const size_t> rows) override {
         fetched_.clear();

@@ -169,7 +169,7 @@ int32_t Context::pick(sampling::Sampler::Generator& gen) {
     const size_t nv = static_cast<size_t>(model_->config().n_vocab);
     if (testing::sample_candidates()) {
         const size_t m = sampler_.candidates_needed(nv, history_, affected_);
-        if (m > 0 && m <= Runner::kCandidatesMax && affected_.size() <= Runner::kCandidatesMax) {
+        if (m > 0 && m <= Runner::kCandidatesMax) {  // (the affected tokens are at most m)
             const size_t row = 0;
             const std::span<const int32_t> extra(affected_);
             if (runner_->fetch_candidates(std::span<const size_t>(&row, 1), m, std::span<const std::span<const int32_t>>(&extra, 1))) {

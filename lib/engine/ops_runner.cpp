@@ -99,10 +99,7 @@ public:
         cand_.end();
         return true;
     }
-    Candidates candidates(size_t k) override {
-        const auto [ids, logits] = cand_.row(k);
-        return {ids, logits};
-    }
+    Candidates candidates(size_t k) override { return cand_.row(k); }
 
     KvPool& kv() override { return kv_; }
 

@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -30,6 +29,13 @@ struct Batch {
     std::span<const int32_t> out_rows;  // the batch rows whose logits are wanted, ascending, at most max_out
 };
 
+// A sampled row's candidates, what sampling::Sampler::sample_candidates takes: token ids and their
+// logits as the forward left them (before penalties and bias).
+struct Candidates {
+    std::span<const int32_t> ids;
+    std::span<const float> logits;
+};
+
 // The candidates of the rows of one fetch_candidates, one row after another: what a runner's
 // candidates(k) hands out.
 class CandidateRows {
@@ -39,7 +45,7 @@ public:
     void add(int32_t id, float logit) { ids_.push_back(id), logits_.push_back(logit); }
     void end() { at_.push_back(ids_.size()); }  // after the last row
     // Row k's; Error(MINFER_ERR_INTERNAL) past the rows fetched.
-    std::pair<std::span<const int32_t>, std::span<const float>> row(size_t k) const {
+    Candidates row(size_t k) const {
         if (k + 1 >= at_.size()) fail(MINFER_ERR_INTERNAL, "candidates %zu: %zu rows fetched", k, at_.empty() ? size_t{0} : at_.size() - 1);
         const size_t a = at_[k], b = at_[k + 1];
         return {std::span<const int32_t>(ids_).subspan(a, b - a), std::span<const float>(logits_).subspan(a, b - a)};
@@ -76,12 +82,7 @@ public:
     static constexpr size_t kFetchRows = 64;
     virtual void fetch_logits(std::span<const size_t> rows) { (void)rows; }
 
-    // A sampled row's candidates, what sampling::Sampler::sample_candidates takes: token ids and their
-    // logits as the forward left them (before penalties and bias).
-    struct Candidates {
-        std::span<const int32_t> ids;
-        std::span<const float> logits;
-    };
+    using Candidates = engine::Candidates;
     static constexpr size_t kCandidatesMax = 256;  // m, and the tokens of one extra list, at most
     // For each output row rows[k] (ascending, distinct, at most kFetchRows): its m best logits in the
     // sampler's candidate order (Sampler::candidates_needed: higher logit first, lower id among equal

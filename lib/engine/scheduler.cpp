@@ -310,7 +310,7 @@ void Scheduler::sample_rows(std::span<const size_t> rows) {
     for (size_t i : rows) {
         Seq& s = *row_seq_[i];
         const size_t need = testing::sample_candidates() ? s.sampler.candidates_needed(nv, s.history, s.affected) : 0;
-        if (need > 0 && need <= Runner::kCandidatesMax && s.affected.size() <= Runner::kCandidatesMax) {
+        if (need > 0 && need <= Runner::kCandidatesMax) {  // (the affected tokens are at most need)
             cand_rows_.push_back(i);
             m = std::max(m, need);  // more than a row needs is no harm: the best m of them are among them
         } else {

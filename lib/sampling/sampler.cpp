@@ -459,14 +459,22 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
 // Steps 2 and 3 on the logits logit(t) gives (a float& for token t < n): each distinct token of the
 // penalty window, then each biased token.
+// The tokens of `history` the penalties look at: its last penalty_last_n (all for -1), none when no
+// penalty is set.
+std::span<const int32_t> Sampler::penalty_window(std::span<const int32_t> history) const {
+    const minfer_sampler_params& P = params_;
+    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
+    if (!any_penalty || P.penalty_last_n == 0) return {};
+    return P.penalty_last_n > 0 && history.size() > static_cast<size_t>(P.penalty_last_n) ? history.last(static_cast<size_t>(P.penalty_last_n))
+                                                                                          : history;
+}
+
 template <class Logit>
 void Sampler::penalize(size_t n, std::span<const int32_t> history, Logit&& logit) {
     const minfer_sampler_params& P = params_;
-    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
-    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
-        size_t len = history.size();
-        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
-        recent_.assign(history.end() - static_cast<std::ptrdiff_t>(len), history.end());
+    const std::span<const int32_t> window = penalty_window(history);
+    if (!window.empty()) {
+        recent_.assign(window.begin(), window.end());
         std::sort(recent_.begin(), recent_.end());
         for (size_t i = 0; i < recent_.size();) {
             size_t j = i;
@@ -636,13 +644,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 size_t Sampler::candidates_needed(size_t n, std::span<const int32_t> history, std::vector<int32_t>& affected) const {
     const minfer_sampler_params& P = params_;
     affected.clear();
-    const bool any_penalty = P.repeat_penalty != 1.0f || P.presence_penalty != 0.0f || P.frequency_penalty != 0.0f;
-    if (any_penalty && P.penalty_last_n != 0 && !history.empty()) {
-        size_t len = history.size();
-        if (P.penalty_last_n > 0) len = std::min(len, static_cast<size_t>(P.penalty_last_n));
-        for (auto it = history.end() - static_cast<std::ptrdiff_t>(len); it != history.end(); ++it)
-            if (*it >= 0 && static_cast<size_t>(*it) < n) affected.push_back(*it);
-    }
+    for (int32_t t : penalty_window(history))
+        if (t >= 0 && static_cast<size_t>(t) < n) affected.push_back(t);
     for (const auto& [t, b] : bias_)
         if (static_cast<size_t>(t) < n) affected.push_back(t);
     std::sort(affected.begin(), affected.end());

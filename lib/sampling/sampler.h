@@ -64,6 +64,7 @@ public:
                               std::span<const int32_t> history);
 
 private:
+    std::span<const int32_t> penalty_window(std::span<const int32_t> history) const;
     template <class Logit>
     void penalize(size_t n, std::span<const int32_t> history, Logit&& logit);
     int32_t from_topk(size_t n, size_t k, double u, bool dense);
