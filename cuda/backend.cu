@@ -38,6 +38,8 @@ device::RuntimeKnob<MINFER_Q80_COPY> g_q80_copy;      // device::testing::cuda_q
 std::atomic<uint64_t> g_q80_copied{0};                // device::testing::cuda_q80_copied: matrices copied
 device::RuntimeKnob<MINFER_Q50_COPY> g_q50_copy;      // device::testing::cuda_q50_copy
 std::atomic<uint64_t> g_q50_copied{0};                // device::testing::cuda_q50_copied: matrices copied
+device::RuntimeKnob<MINFER_K23_COPY> g_k23_copy;      // device::testing::cuda_k23_copy
+std::atomic<uint64_t> g_k23_copied{0};                // device::testing::cuda_k23_copied: matrices copied
 }  // namespace
 
 void check(cudaError_t err, const char* what) {
@@ -302,6 +304,29 @@ void copy_q50(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights,
     cuda::g_q50_copied.fetch_add(n, std::memory_order_relaxed);
 }
 
+// MINFER_K23_COPY (cuda/model.cuh): an arranged copy (cuda::k23_arrange) of each distinct q2_K and q3_K
+// matmul weight of `weights`, where this build's one-input int8 mat-vec reads them; CudaModel::q2k and
+// q3k name them from then on.
+void copy_k23(CudaModel& m, const std::vector<const gguf::TensorInfo*>& weights, int log_level) {
+    for (CudaModel::MatvecCopies* set : {&m.q2k, &m.q3k}) {
+        if (!cuda::matvec_int8_supported(set->type, 1)) continue;  // no reader
+        const quant::Type file = set->type == cuda::mv::kQ3_KP ? quant::Type::Q3_K : quant::Type::Q2_K;
+        const size_t n = copy_for_matvec(
+            m, weights, *set, file == quant::Type::Q3_K ? "arranged q3_K copies (MINFER_K23_COPY)" : "arranged q2_K copies (MINFER_K23_COPY)",
+            log_level,
+            [&](const gguf::TensorInfo& t) -> uint64_t {
+                const engine::Weight w = engine::Weight::of(&t);
+                if (static_cast<quant::Type>(t.type) != file || w.cols % 256 != 0) return 0;
+                return static_cast<uint64_t>(w.rows * cuda::mv::k23p_row_bytes(set->type, w.cols));
+            },
+            [&](const gguf::TensorInfo& t, WeightKey key, uint8_t* dst, cudaStream_t stream) {
+                const engine::Weight w = engine::Weight::of(&t);
+                cuda::k23_arrange(file, key, dst, w.rows, w.cols, stream);
+            });
+        cuda::g_k23_copied.fetch_add(n, std::memory_order_relaxed);
+    }
+}
+
 // The groups of f16 matmul weights to upload back to back (MINFER_F16_GROUPS): each layer's q, k and v,
 // and its gate and up, where every member is an f16 tensor of the same width, appears once, and takes a
 // multiple of 256 bytes (so the next one follows directly: PrefillGemm::run_concat checks the adjacency
@@ -413,6 +438,7 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
     if (cuda::g_q6k_pad.on()) pad_q6k(*m, matmul_weights, log_level);
     if (cuda::g_q80_copy.on()) copy_q80(*m, matmul_weights, log_level);
     if (cuda::g_q50_copy.on()) copy_q50(*m, matmul_weights, log_level);
+    if (cuda::g_k23_copy.on()) copy_k23(*m, matmul_weights, log_level);
     log_line(log_level, MINFER_LOG_INFO, "CUDA: prefill path %s with the %s GEMM: %s", prefill_path_name(m->path),
              m->path == PrefillPath::fused ? "own fused" : m->use_cublas ? "cuBLAS" : "own", choice.reason.c_str());
     return m;
@@ -424,7 +450,8 @@ double cuda_warm_ms(const CudaModel& m) { return m.warm_ms; }
 
 Vram cuda_vram(const CudaModel& m) {
     Vram v;
-    v.weights = m.registry.device_bytes() + m.q6k.arena.bytes() + m.q80.arena.bytes() + m.q50.arena.bytes();
+    v.weights = m.registry.device_bytes() + m.q6k.arena.bytes() + m.q80.arena.bytes() + m.q50.arena.bytes() + m.q2k.arena.bytes() +
+                m.q3k.arena.bytes();
     v.w16_cache = m.w16_bytes.load();
     v.kv_cache = m.kv_bytes.load();
     v.scratch = m.scratch_bytes.load();
@@ -872,6 +899,9 @@ uint64_t cuda_q80g_reads() { return cuda::q80g_matvec_launches(); }
 int cuda_q50_copy(int mode) { return cuda::g_q50_copy.set(mode); }
 uint64_t cuda_q50_copied() { return cuda::g_q50_copied.load(); }
 uint64_t cuda_q50g_reads() { return cuda::q50g_matvec_launches(); }
+int cuda_k23_copy(int mode) { return cuda::g_k23_copy.set(mode); }
+uint64_t cuda_k23_copied() { return cuda::g_k23_copied.load(); }
+uint64_t cuda_k23_reads() { return cuda::k23p_matvec_launches(); }
 bool cuda_matvec_padded_q80() { return cuda::matvec_reads_padded_q80(); }
 bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
 uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
@@ -979,6 +1009,11 @@ std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_
     if (t == cuda::mv::kQ6_KP) {  // q6_K given: its padded copy
         padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q6kp_row_bytes(cols)), nullptr, "padded W");
         cuda::q6k_pad(dw.as<void>(), padded.as<void>(), rows, cols, stream.get());
+    }
+    if (t == cuda::mv::kQ2_KP || t == cuda::mv::kQ3_KP) {  // q2_K or q3_K given: its arranged copy
+        padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::k23p_row_bytes(t, cols)), nullptr, "arranged W");
+        cuda::k23_arrange(t == cuda::mv::kQ3_KP ? quant::Type::Q3_K : quant::Type::Q2_K, dw.as<void>(), padded.as<void>(), rows, cols,
+                          stream.get());
     }
     if (t == cuda::mv::kQ5_0G) {  // q5_0 given: its grouped copy (a padded last group where cols needs one)
         padded = DeviceMemory(static_cast<uint64_t>(rows * cuda::mv::q50g_row_bytes(cols)), nullptr, "grouped W");

@@ -127,6 +127,49 @@ __host__ __device__ inline void q6k_pad_block(const uint8_t* src, uint8_t* dst) 
     for (int i = 210; i < kQ6KPBlockBytes; ++i) dst[i] = 0;
 }
 
+// ---- q2_K and q3_K rearranged: device-side copies for the one-token mat-vec ---------------------------
+//
+// kQ2_KP and kQ3_KP name the copies the load makes of q2_K and q3_K matmul weights (cuda/backend.cu,
+// MINFER_K23_COPY in cuda/model.cuh) for the one-token dp4a mat-vec (DpQ2KP, DpQ3KP in
+// cuda/matvec_impl.cuh), their only reader. In the file, the 2-bit codes of a super-block's columns 128 n
+// + 32 j + l (l = 0..31) are bits 2j, 2j + 1 of qs[32 n + l] (and q3_K's third bit is bit 4 n + j of
+// hmask[l]), so the 32 columns of one input block take a quarter of 32 bytes each. Here unit p = 4 n + j
+// (those 32 columns) has its codes together: 8 bytes at 8 p, where byte b of word h (h = 0, 1: columns
+// 16 h .. 16 h + 15) holds column 16 h + 4 i + b in bits 2 i, 2 i + 1 (so a shift by 2 i and a mask give
+// the codes of columns 16 h + 4 i .. + 3 in the four bytes, as dp4a takes them).
+//  * q3_K (110 bytes in the file: hmask[32], qs[64], scales[12], d): unit p's third bits at 64 + 4 p
+//    (byte b, bit i: column 4 i + b), the file's scales and d at 96 .. 109, two zeros: 112 bytes, so that
+//    every block of a row is 16-byte aligned.
+//  * q2_K (84 bytes: scales[16], qs[64], d, dmin): the file's scales at 64 .. 79 (unit p's two at 64 +
+//    2 p), d and dmin at 80 .. 83: the file's 84 bytes, every block 4-byte aligned.
+// The file's bytes, rearranged (none dropped, none added but q3_K's two zeros). Not GGUF types (quant/types.h).
+constexpr quant::Type kQ2_KP = quant::Type::Q2_K_ARRANGED_DEVICE;
+constexpr quant::Type kQ3_KP = quant::Type::Q3_K_ARRANGED_DEVICE;
+constexpr int kQ2KPBlockBytes = 84, kQ3KPBlockBytes = 112;
+constexpr int kK23Codes = 0, kQ3KPHigh = 64, kQ3KPScales = 96, kQ2KPScales = 64, kQ2KPD = 80;
+__host__ __device__ constexpr int k23p_block_bytes(quant::Type t) { return t == kQ3_KP ? kQ3KPBlockBytes : kQ2KPBlockBytes; }
+__host__ __device__ constexpr int64_t k23p_row_bytes(quant::Type t, int64_t cols) { return k23p_block_bytes(t) * (cols / 256); }
+// One super-block from the file's layout (src: 84 bytes of q2_K, 110 of q3_K) to the copy's (dst).
+__host__ __device__ inline void k23_arrange_block(bool q3, const uint8_t* src, uint8_t* dst) {
+    const int bytes = q3 ? kQ3KPBlockBytes : kQ2KPBlockBytes;
+    for (int i = 0; i < bytes; ++i) dst[i] = 0;
+    const uint8_t* qs = src + (q3 ? 32 : 16);
+    for (int p = 0; p < 8; ++p) {
+        const int n = p >> 2, j = p & 3;
+        for (int e = 0; e < 32; ++e) {
+            const int code = (qs[32 * n + e] >> (2 * j)) & 3, h = e >> 4, i = (e & 15) >> 2, b = e & 3;
+            dst[kK23Codes + 8 * p + 4 * h + b] |= static_cast<uint8_t>(code << (2 * i));
+            if (q3) dst[kQ3KPHigh + 4 * p + (e & 3)] |= static_cast<uint8_t>(((src[e] >> (4 * n + j)) & 1) << (e >> 2));
+        }
+    }
+    if (q3) {
+        for (int i = 0; i < 14; ++i) dst[kQ3KPScales + i] = src[96 + i];  // scales, d
+    } else {
+        for (int i = 0; i < 16; ++i) dst[kQ2KPScales + i] = src[i];
+        for (int i = 0; i < 4; ++i) dst[kQ2KPD + i] = src[80 + i];  // d, dmin
+    }
+}
+
 // The 6-bit scales (sc) and mins (mn) of sub-blocks 0-3 (t < 2) or 4-7 (t >= 2) of a q4_K/q5_K
 // super-block whose first 16 bytes are h (d, dmin, scales[12]): byte j of sc and mn is sub-block
 // 4 (t >> 1) + j's.

@@ -302,9 +302,10 @@ public:
             const engine::Weight w = engine::Weight::of(t);
             const WeightKey key = m_->device_of(w);
             // The one-token mat-vec's copy, if the load made one (a weight is in one set at most): padded
-            // q6_K, grouped q8_0 (MINFER_Q80_COPY) or grouped q5_0 (MINFER_Q50_COPY).
+            // q6_K, grouped q8_0 (MINFER_Q80_COPY), grouped q5_0 (MINFER_Q50_COPY) or arranged q2_K / q3_K
+            // (MINFER_K23_COPY).
             Mat out{m_->device_type(key, w.type), key, w.rows, w.cols, t->name.c_str()};
-            for (const CudaModel::MatvecCopies* set : {&m_->q6k, &m_->q80, &m_->q50})
+            for (const CudaModel::MatvecCopies* set : {&m_->q6k, &m_->q80, &m_->q50, &m_->q2k, &m_->q3k})
                 if (const void* copy = set->of(key)) out.w1 = copy, out.type1 = set->type;
             return out;
         };

@@ -50,9 +50,10 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 // Whether the int8 path takes type t for ncols input columns: the four types above for 1 to
-// kMatvecMaxCols, and q5_K, padded q6_K (mv::kQ6_KP, q6k_pad below) and grouped q5_0 (mv::kQ5_0G,
-// q50_group_copy below) for one (q5_K unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu; the copies
-// only in builds with the dp4a kernel).
+// kMatvecMaxCols, and q5_K, padded q6_K (mv::kQ6_KP, q6k_pad below), grouped q5_0 (mv::kQ5_0G,
+// q50_group_copy below) and arranged q2_K and q3_K (mv::kQ2_KP, kQ3_KP, k23_arrange below) for one
+// (q5_K unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu; the copies only in builds with the dp4a
+// kernel).
 bool matvec_int8_supported(quant::Type t, int ncols = 1);
 int64_t matvec_xq_bytes(int64_t cols);
 void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);
@@ -95,6 +96,14 @@ bool matvec_reads_padded_q80();
 void q50_group_copy(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
 // The mat-vec launches on grouped q5_0 copies in this process so far (a test's proof that the copies are read).
 uint64_t q50g_matvec_launches();
+// Writes dst, a copy of the q2_K or q3_K (t) matrix src (rows x cols, cols a multiple of 256, src 2-byte
+// aligned) in the arranged layout that the one-input int8 mat-vec reads as mv::kQ2_KP or kQ3_KP
+// (cuda/block_bits.cuh; rows of mv::k23p_row_bytes(kQ2_KP or kQ3_KP, cols) bytes, dst 16-byte aligned): the
+// load's copy for the one-token mat-vec (MINFER_K23_COPY, cuda/model.cuh). matvec_xq with ncols = 1 is its
+// only reader, in builds with the one-input dp4a kernel (matvec_int8_supported(kQ2_KP, 1)).
+void k23_arrange(quant::Type t, const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
+// The mat-vec launches on arranged q2_K and q3_K copies in this process so far.
+uint64_t k23p_matvec_launches();
 // Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
 // that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
 // bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).

@@ -21,7 +21,8 @@
 //    faster than staged), q6_K's padded copies (mv::kQ6_KP, made at load: 224-byte blocks whose codes
 //    load straight into registers; the output projection 1.31x faster than from the file's bytes), q8_0
 //    regrouped in place or copied grouped (mv::kQ8_0G: each block's codes 16-byte aligned) and q5_0's
-//    grouped copies (mv::kQ5_0G, the only int8 path q5_0 has), and q6_K without a copy on launches of
+//    grouped copies (mv::kQ5_0G, the only int8 path q5_0 has), q2_K's and q3_K's copies with each input
+//    block's codes together (mv::kQ2_KP, kQ3_KP: their only int8 path), and q6_K without a copy on launches of
 //    65,536 rows or more (the output projection: aligned 8-byte words around its 2-byte aligned fields,
 //    11% faster there); q6_K's other launches, q8_0 without a grouped layout and q4_0 on other rows by
 //    matvec_staged_kernel (their 2-byte aligned blocks staged per warp through shared memory).
@@ -61,6 +62,7 @@ using namespace mv;
 std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
 std::atomic<uint64_t> g_q80g_launches{0};  // q80g_matvec_launches
 std::atomic<uint64_t> g_q50g_launches{0};  // q50g_matvec_launches
+std::atomic<uint64_t> g_k23p_launches{0};  // k23p_matvec_launches
 std::atomic<uint64_t> g_pair_launches{0};  // matvec_pair_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
@@ -468,10 +470,12 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     if (total == 0 || cols <= 0) return;
     // The load's copies for the one-input mat-vec (cuda/block_bits.cuh: padded q6_K, grouped q5_0): read by
     // the one-input dp4a kernel alone.
-    if (t == kQ6_KP || t == kQ5_0G) {
+    if (t == kQ6_KP || t == kQ5_0G || t == kQ2_KP || t == kQ3_KP) {
+        const char* what = t == kQ6_KP ? "padded q6_K" : t == kQ5_0G ? "grouped q5_0" : t == kQ2_KP ? "arranged q2_K" : "arranged q3_K";
         if (!xq || ncols != 1 || !MINFER_MATVEC_DP4A)
-            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %s takes one int8 input column (%d given%s)", t == kQ6_KP ? "padded q6_K" : "grouped q5_0",
-                 ncols, xq ? "" : ", f32");
+            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %s takes one int8 input column (%d given%s)", what, ncols, xq ? "" : ", f32");
+        if (t != kQ5_0G && cols % 256 != 0)
+            fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: %s rows of %lld columns (whole super-blocks only)", what, static_cast<long long>(cols));
         for (int i0 = 0; i0 < n;) {
             int i1 = i0 + 1;  // one launch while every segment but the last ends on a 16-row tile (a CTA's rows in one segment)
             while (i1 < n && rows[i1 - 1] % kTileRows == 0) ++i1;
@@ -480,6 +484,10 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                 if (t == kQ6_KP) {
                     launch_dp4a<DpQ6KP>(seg, cols, xq, stream, accumulate);
                     g_q6kp_launches.fetch_add(1, std::memory_order_relaxed);
+                } else if (t == kQ2_KP || t == kQ3_KP) {
+                    if (t == kQ2_KP) launch_dp4a<DpQ2KP>(seg, cols, xq, stream, accumulate);
+                    else launch_dp4a<DpQ3KP>(seg, cols, xq, stream, accumulate);
+                    g_k23p_launches.fetch_add(1, std::memory_order_relaxed);
                 } else {
                     launch_dp4a<DpQ50G>(seg, cols, xq, stream, accumulate);
                     g_q50g_launches.fetch_add(1, std::memory_order_relaxed);
@@ -552,7 +560,7 @@ void matvec_swiglu(Type t, const void* w, int64_t rows, int64_t cols, float* gat
 }
 
 bool matvec_int8_supported(Type t, int ncols) {
-    if (t == kQ6_KP || t == kQ5_0G) return MINFER_MATVEC_DP4A && ncols == 1;
+    if (t == kQ6_KP || t == kQ5_0G || t == kQ2_KP || t == kQ3_KP) return MINFER_MATVEC_DP4A && ncols == 1;
     bool yes = false;
     dispatch_matvec_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
     return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
@@ -676,6 +684,7 @@ __global__ void q6k_pad_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks)
 uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_relaxed); }
 uint64_t q80g_matvec_launches() { return g_q80g_launches.load(std::memory_order_relaxed); }
 uint64_t q50g_matvec_launches() { return g_q50g_launches.load(std::memory_order_relaxed); }
+uint64_t k23p_matvec_launches() { return g_k23p_launches.load(std::memory_order_relaxed); }
 bool matvec_reads_padded_q80() { return MINFER_MATVEC_DP4A != 0; }
 uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 
@@ -687,6 +696,28 @@ void q6k_pad(const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_
     const int64_t blocks = rows * (cols / 256);
     q6k_pad_kernel<<<blocks_for(blocks, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), blocks);
     check_launch("q6k_pad");
+}
+
+namespace {
+template <bool kQ3>
+__global__ void k23_arrange_kernel(const uint8_t* src, uint8_t* dst, int64_t blocks) {
+    const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (b < blocks) k23_arrange_one<kQ3>(src, dst, b);
+}
+}  // namespace
+
+void k23_arrange(Type t, const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream) {
+    if (rows <= 0 || cols <= 0) return;
+    if ((t != Type::Q2_K && t != Type::Q3_K) || cols % 256 != 0 || reinterpret_cast<uintptr_t>(src) % 2 != 0 ||
+        reinterpret_cast<uintptr_t>(dst) % 16 != 0)
+        fail(MINFER_ERR_INTERNAL, "k23_arrange: type %d (q2_K or q3_K), %lld columns (a multiple of 256), a 2-byte aligned source and a 16-byte aligned copy",
+             static_cast<int>(t), static_cast<long long>(cols));
+    const int64_t blocks = rows * (cols / 256);
+    if (t == Type::Q3_K)
+        k23_arrange_kernel<true><<<blocks_for(blocks, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), blocks);
+    else
+        k23_arrange_kernel<false><<<blocks_for(blocks, 128), 128, 0, stream>>>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), blocks);
+    check_launch("k23_arrange");
 }
 
 void matvec_reference(Type t, const void* w, int64_t rows, int64_t cols, const float* x, float* y, cudaStream_t stream) {

@@ -2025,6 +2025,115 @@ __device__ __forceinline__ void q6k_pad_one(const uint8_t* src, uint8_t* dst, in
     for (int i = 0; i < kQ6KPBlockBytes / 16; ++i) d[i] = reinterpret_cast<const uint4*>(out)[i];
 }
 
+// ---- q2_K and q3_K rearranged (kQ2_KP, kQ3_KP) by dp4a on direct loads (int8 input, one column) ------------
+//
+// matvec_dp4a_kernel<DpQ2KP> and <DpQ3KP> give a thread unit p = 4 n + j of a super-block of each of its R
+// rows: the 32 columns 128 n + 32 j .. + 31, one block of the int8 input (the load's copies,
+// cuda/block_bits.cuh, hold those columns' codes together). Per unit and row: the 2-bit codes as 8 bytes
+// (q3_K: one 8-byte load, its blocks 16-byte aligned; q2_K: two 4-byte loads, its blocks 4-byte aligned),
+// streamed past L1; q3_K's third bits as a 4-byte load, streamed too; the scales through L1 (q3_K: the
+// 16 bytes of scales and d, shared by the block's 8 threads; q2_K: the unit's two scale bytes, and d and
+// dmin as one word). A shift by 2 i and a mask give the codes of columns 16 h + 4 i .. + 3 (h the
+// half) in the four bytes of a word; q3_K's third bit goes to bit 2 of each byte the same way, so its
+// codes are u = q + 4 hbit in 0 .. 7 and the file's value d (sc - 32) (u - 4). Then per half h, a and
+// b = the sums of code x hi and code x lo over its 16 columns (dp4a, unsigned codes, signed digits):
+//  * q3_K: sum_h (sc_h - 32) (256 a_h + b_h - 4 S_h), S_h the half's sum of 256 hi + lo (the input
+//    block's record): |256 a + b| <= 256 * 16 * 7 * 128 + 16 * 7 * 128 < 2^22, 4 S_h < 2^21, times
+//    at most 32, two halves: below 2^29, exact in s32; one conversion to f32 and the scaling.
+//  * q2_K: d sum_h sc_h (256 a_h + b_h) - dmin sum_h m_h S_h (sc, m the 4-bit scale and min of the half's
+//    sub-block): each sum below 2^26 (codes at most 3, scales at most 15), exact in s32.
+// So the only roundings are the input's quantization and the f32 scaling, as for the other int8 formats.
+struct DpXHalves : DpXBlock {
+    int s0, s1;  // the block's sums of 256 hi + lo over columns 0-15 and 16-31
+};
+struct DpK23Input {
+    using X = DpXHalves;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) {
+        X x;
+        const int4 m = block_input(x, xq, cols, rec, c);
+        x.s0 = m.y;
+        x.s1 = m.z;
+        return x;
+    }
+};
+// The sums a (hi digits) and b (lo) of the half h's 16 codes (the word cw of 2-bit codes; q3_K's third
+// bits `high` at bits 4 h + i of its bytes, 0 for q2_K) against its digits.
+template <bool kQ3>
+__device__ __forceinline__ int k23_half(uint32_t cw, uint32_t high, int h, const uint4 xh, const uint4 xl) {
+    const uint32_t hv[4] = {xh.x, xh.y, xh.z, xh.w}, lv[4] = {xl.x, xl.y, xl.z, xl.w};
+    int a = 0, b = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        uint32_t u = (cw >> (2 * i)) & 0x03030303u;
+        if constexpr (kQ3) {  // bit k = 4 h + i of each byte to its bit 2: one shift, and a LOP3 with the line above
+            const int k = 4 * h + i;
+            u |= (k >= 2 ? high >> (k - 2) : high << (2 - k)) & 0x04040404u;
+        }
+        a = dp4a_us(u, hv[i], a);
+        b = dp4a_us(u, lv[i], b);
+    }
+    return 256 * a + b;
+}
+struct DpQ3KP : DpK23Input {
+    static constexpr int kGroup = kQ3KPBlockBytes;  // a super-block: units p = 0..7
+    struct W {
+        uint2 q;        // the unit's 2-bit codes
+        uint32_t high;  // its third bits
+        uint4 hd;       // the block's scales (12 bytes) and d
+    };
+    __device__ static W load(const uint8_t* b, int p) {
+        W w;
+        w.q = ld_stream8(reinterpret_cast<const uint2*>(b + kK23Codes + 8 * p));
+        w.high = ld_stream4(reinterpret_cast<const uint32_t*>(b + kQ3KPHigh + 4 * p));
+        w.hd = as_uint4(ld_x16(reinterpret_cast<const int4*>(b + kQ3KPScales)));
+        return w;
+    }
+    __device__ static float dot(const W& w, int p, const X& x) {
+        // sub-blocks 2p and 2p + 1: bytes 2 (p & 1) and + 1 of the unpacked scale word k = p / 2 (the file's
+        // 6-bit scales: low 4 bits from scales[0..7] (k = 0, 1: low nibbles, 2, 3: high), high 2 bits from
+        // scales[8..11] (bits 2k of each byte))
+        const int k = p >> 1;
+        const uint32_t lo4 = ((k & 1 ? w.hd.y : w.hd.x) >> (4 * (k >> 1))) & 0x0F0F0F0Fu;
+        const uint32_t sc = lo4 | (((w.hd.z >> (2 * k)) & 0x03030303u) << 4);
+        const int sh = 16 * (p & 1);
+        const int sc0 = static_cast<int>((sc >> sh) & 0x3Fu) - 32, sc1 = static_cast<int>((sc >> (sh + 8)) & 0x3Fu) - 32;
+        const int v0 = k23_half<true>(w.q.x, w.high, 0, x.h0, x.l0) - 4 * x.s0;
+        const int v1 = k23_half<true>(w.q.y, w.high, 1, x.h1, x.l1) - 4 * x.s1;
+        return f16_lo(w.hd.w) * x.dx * static_cast<float>(sc0 * v0 + sc1 * v1);
+    }
+};
+struct DpQ2KP : DpK23Input {
+    static constexpr int kGroup = kQ2KPBlockBytes;  // a super-block: units p = 0..7
+    struct W {
+        uint32_t q0, q1;  // the unit's 2-bit codes, columns 0-15 and 16-31
+        uint32_t sc;      // its two scale bytes (4-bit scale, 4-bit min)
+        uint32_t dm;      // the block's d and dmin
+    };
+    __device__ static W load(const uint8_t* b, int p) {
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(b + kK23Codes + 8 * p);
+        return {ld_stream4(q), ld_stream4(q + 1), ld_w16(reinterpret_cast<const uint16_t*>(b + kQ2KPScales + 2 * p)),
+                ld_w32(reinterpret_cast<const uint32_t*>(b + kQ2KPD))};
+    }
+    __device__ static float dot(const W& w, int, const X& x) {
+        const int s0 = static_cast<int>(w.sc & 0xFu), m0 = static_cast<int>((w.sc >> 4) & 0xFu);
+        const int s1 = static_cast<int>((w.sc >> 8) & 0xFu), m1 = static_cast<int>((w.sc >> 12) & 0xFu);
+        const int dot = s0 * k23_half<false>(w.q0, 0, 0, x.h0, x.l0) + s1 * k23_half<false>(w.q1, 0, 1, x.h1, x.l1);
+        const int off = m0 * x.s0 + m1 * x.s1;
+        return x.dx * (f16_lo(w.dm) * static_cast<float>(dot) - f16_hi(w.dm) * static_cast<float>(off));
+    }
+};
+// The load's copy of a q2_K or q3_K matrix: super-block b of the file's layout (src) into dst (the copy's
+// blocks: 4-byte aligned for q2_K, 16-byte for q3_K), one thread a block (cuda/matvec.cu's k23_arrange).
+template <bool kQ3>
+__device__ __forceinline__ void k23_arrange_one(const uint8_t* src, uint8_t* dst, int64_t b) {
+    constexpr int kIn = kQ3 ? 110 : 84, kOut = kQ3 ? kQ3KPBlockBytes : kQ2KPBlockBytes;
+    alignas(16) uint8_t out[kOut];
+    k23_arrange_block(kQ3, src + b * kIn, out);
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst + b * kOut);
+#pragma unroll
+    for (int i = 0; i < kOut / 4; ++i) d[i] = reinterpret_cast<const uint32_t*>(out)[i];
+}
+
 // Bytes of one row's slot: the span (at most 14 bytes before the group, 15 after), ld_words' overrun of
 // 4, rounded to an odd number of 16-byte units (rows' slots start in different banks).
 template <Type T>

@@ -125,6 +125,11 @@ __device__ __forceinline__ uint2 ld_stream8(const uint2* p) {
     asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
     return v;
 }
+__device__ __forceinline__ uint32_t ld_stream4(const uint32_t* p) {
+    uint32_t v;
+    asm volatile("ld.global.nc.L1::no_allocate.u32 %0, [%1];" : "=r"(v) : "l"(p));
+    return v;
+}
 // Read-only weight headers (block scales) shared by a block's threads, kept in L1.
 __device__ __forceinline__ uint2 ld_w64(const uint2* p) { return __ldg(p); }
 __device__ __forceinline__ uint32_t ld_w32(const uint32_t* p) { return __ldg(p); }

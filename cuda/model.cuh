@@ -166,6 +166,22 @@ class GemmTuner;  // cuda/cublas.cuh
 #define MINFER_Q50_COPY 1
 #endif
 
+// q2_K and q3_K matrices copied at load for the one-token mat-vec (cuda::k23_arrange, cuda/block_bits.cuh's
+// kQ2_KP and kQ3_KP: each 32-column input block's 2-bit codes in 8 bytes together, q3_K's third bits in 4,
+// the file's scales beside them), which the dp4a kernel (DpQ2KP, DpQ3KP) reads by direct loads where the
+// file's bytes had no int8 path: their one-token mat-vecs took the f16-input MMA kernel, which streamed
+// them at 18-22% of the copy bandwidth on the 7B's large shapes (docs/perf.md, 2026-12-01), against
+// 64-100% for the dp4a kernel on q4_K. In the file a column's codes share bytes with three other input
+// blocks' (and q3_K's 110-byte blocks are 2-byte aligned), which a thread of the dp4a kernel could only
+// load as 32 bytes for the 8 it uses. Costs the q2_K bytes again in device memory (84 bytes a
+// super-block, the file's size) and 112/110 of the q3_K bytes, made only where kW16Reserve stays free;
+// the file's bytes stay for every other reader. Written without a GPU (2026-12-07, thirtieth session).
+// 0: no copy (the A/B knob; device::testing::cuda_k23_copy turns it on or off at run time for the tests,
+// for models loaded after).
+#ifndef MINFER_K23_COPY
+#define MINFER_K23_COPY 1
+#endif
+
 namespace minfer::device {
 
 // A compile-time knob that the tests may override at run time: mode -1 the build's value, 0 off, 1 on.
@@ -225,6 +241,8 @@ public:
     MatvecCopies q6k{cuda::mv::kQ6_KP, {}, {}};  // padded q6_K (MINFER_Q6K_PAD above)
     MatvecCopies q80{cuda::mv::kQ8_0G, {}, {}};  // grouped q8_0 not regrouped in place (MINFER_Q80_COPY)
     MatvecCopies q50{cuda::mv::kQ5_0G, {}, {}};  // grouped q5_0 (MINFER_Q50_COPY)
+    MatvecCopies q2k{cuda::mv::kQ2_KP, {}, {}};  // arranged q2_K (MINFER_K23_COPY)
+    MatvecCopies q3k{cuda::mv::kQ3_KP, {}, {}};  // arranged q3_K (MINFER_K23_COPY)
 
     WeightKey device_of(const engine::Weight& w) const {
         auto it = by_tensor.find(w.info);

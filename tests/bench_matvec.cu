@@ -14,7 +14,8 @@
 // of input 0 and its GB/s counting the weights once);
 // Type q8_0g: q8_0 blocks regrouped on the device for the mat-vecs (cuda::q80_group, MINFER_Q80_GROUPS) after
 // the reference kernel has read them. Type q6_kp: q6_K blocks copied padded on the device (cuda::q6k_pad,
-// MINFER_Q6K_PAD), int8 column only (its one reader), its GB/s counting the copy's bytes.
+// MINFER_Q6K_PAD), int8 column only (its one reader), its GB/s counting the copy's bytes; q2_kp and q3_kp the
+// same for q2_K and q3_K copied arranged (cuda::k23_arrange, MINFER_K23_COPY).
 // --old also times that reference kernel (the previous decode mat-vec); --hot times every launch on copy 0
 // (a matrix smaller than the L2 then comes from it: what a kernel costs apart from HBM). A short table is
 // printed last.
@@ -97,6 +98,8 @@ const TypeCase kTypes[] = {
     {Type::Q6_K, 208, -1, false}, {Type::Q8_1, 0, 2, false},   {Type::Q8_K, -1, -1, true},
     {Type::Q8_0_GROUPED_DEVICE, 0, -1, false},  // "q8_0g": q8_0 blocks regrouped on the device (cuda::q80_group)
     {Type::Q6_K_PADDED_DEVICE, 208, -1, false},   // "q6_kp": q6_K blocks copied padded on the device (cuda::q6k_pad)
+    {Type::Q2_K_ARRANGED_DEVICE, 80, 82, false},  // "q2_kp": q2_K blocks copied arranged on the device (cuda::k23_arrange)
+    {Type::Q3_K_ARRANGED_DEVICE, 108, -1, false}, // "q3_kp": q3_K blocks the same
 };
 struct Shape {
     int64_t rows, cols;
@@ -216,10 +219,14 @@ int main(int argc, char** argv) {
     for (const TypeCase& tc : kTypes) {
         // q8_0g: filled and checked as q8_0 (the reference kernel reads the file's layout), then regrouped
         // q6_kp: filled and checked as q6_K, then copied padded (the int8 column reads the copies)
-        const bool grouped = tc.t == Type::Q8_0_GROUPED_DEVICE, pad = tc.t == Type::Q6_K_PADDED_DEVICE;
-        const Type st = grouped ? Type::Q8_0 : pad ? Type::Q6_K : tc.t;  // the type of the bytes filled
+        // q2_kp, q3_kp: filled and checked as q2_K, q3_K, then copied arranged (the int8 column reads the copies)
+        const bool grouped = tc.t == Type::Q8_0_GROUPED_DEVICE, q6p = tc.t == Type::Q6_K_PADDED_DEVICE;
+        const bool k23 = tc.t == Type::Q2_K_ARRANGED_DEVICE || tc.t == Type::Q3_K_ARRANGED_DEVICE, pad = q6p || k23;
+        const Type st = grouped ? Type::Q8_0 : q6p ? Type::Q6_K : tc.t == Type::Q2_K_ARRANGED_DEVICE ? Type::Q2_K
+                        : tc.t == Type::Q3_K_ARRANGED_DEVICE ? Type::Q3_K : tc.t;  // the type of the bytes filled
         const auto& info = minfer::quant::type_info(st);
-        const char* name = grouped ? "q8_0g" : pad ? "q6_kp" : info.name;
+        const char* name = grouped ? "q8_0g" : q6p ? "q6_kp" : tc.t == Type::Q2_K_ARRANGED_DEVICE ? "q2_kp"
+                           : tc.t == Type::Q3_K_ARRANGED_DEVICE ? "q3_kp" : info.name;
         if (!only.empty() && std::find(only.begin(), only.end(), name) == only.end()) continue;
         for (const Shape& sh : kShapes) {
             const uint64_t row_bytes = minfer::quant::row_bytes(st, sh.cols);
@@ -248,14 +255,18 @@ int main(int argc, char** argv) {
             matvec_old(st, w, sh.rows, sh.cols, x, yr, s);
             if (grouped)
                 for (int c = 0; c < copies; ++c) minfer::cuda::q80_group(w + c * stride, sh.rows, sh.cols, s);
-            // the int8 column's weights: the padded copies (q6_kp), else w
+            // the int8 column's weights: the padded or arranged copies (q6_kp, q2_kp, q3_kp), else w
             uint8_t* w8 = w;
             uint64_t bytes8 = bytes, stride8 = stride;
             if (pad) {
-                bytes8 = static_cast<uint64_t>(sh.rows * minfer::cuda::mv::q6kp_row_bytes(sh.cols));
+                bytes8 = static_cast<uint64_t>(sh.rows * (q6p ? minfer::cuda::mv::q6kp_row_bytes(sh.cols)
+                                                              : minfer::cuda::mv::k23p_row_bytes(tc.t, sh.cols)));
                 stride8 = (bytes8 + 255) / 256 * 256;
                 ck(cudaMalloc(&w8, stride8 * copies), "cudaMalloc padded weights");
-                for (int c = 0; c < copies; ++c) minfer::cuda::q6k_pad(w + c * stride, w8 + c * stride8, sh.rows, sh.cols, s);
+                for (int c = 0; c < copies; ++c) {
+                    if (q6p) minfer::cuda::q6k_pad(w + c * stride, w8 + c * stride8, sh.rows, sh.cols, s);
+                    else minfer::cuda::k23_arrange(st, w + c * stride, w8 + c * stride8, sh.rows, sh.cols, s);
+                }
             }
             ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");
             if (!pad) matvec_new(tc.t, w, sh.rows, sh.cols, x, y, s);

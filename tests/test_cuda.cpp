@@ -602,9 +602,10 @@ TEST_SUITE("cuda") {
                 };
                 // The load's copies for the one-token mat-vec: padded q6_K, grouped q5_0 (MINFER_Q50_COPY), and
                 // grouped q8_0 whose rows end in a padded group (MINFER_Q80_COPY): one int8 input alone.
-                const bool padded = kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE ||
+                const bool arranged = kt == Type::Q2_K_ARRANGED_DEVICE || kt == Type::Q3_K_ARRANGED_DEVICE;
+                const bool padded = kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE || arranged ||
                                     (kt == Type::Q8_0_GROUPED_DEVICE && cols % 256 != 0);
-                if (kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE) {
+                if (kt == Type::Q6_K_PADDED_DEVICE || kt == Type::Q5_0_GROUPED_DEVICE || arranged) {
                     REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1));
                     REQUIRE_FALSE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 2));
                 }
@@ -707,10 +708,19 @@ TEST_SUITE("cuda") {
                     INFO("q5_0 grouped copy");
                     check_case(t, rows, cols, bytes, Type::Q5_0_GROUPED_DEVICE);
                 }
+                // q2_K and q3_K copied arranged for the one-token mat-vec (MINFER_K23_COPY) where the build reads
+                // them: every shape (1 to 74 blocks a row; the kernel in CTAs of 4, 2 and 1 warps)
+                const Type k23 = t == Type::Q2_K ? Type::Q2_K_ARRANGED_DEVICE : Type::Q3_K_ARRANGED_DEVICE;
+                const bool k23p = (t == Type::Q2_K || t == Type::Q3_K) && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(k23), 1);
+                if (k23p) {
+                    INFO("arranged copy");
+                    check_case(t, rows, cols, bytes, k23);
+                }
                 if (!plain && rows * cols <= 100000) {
                     INFO("raw random blocks");
                     const auto raw = random_blocks(t, rows, cols, seed++);
                     check_case(t, rows, cols, raw, t);
+                    if (k23p) check_case(t, rows, cols, raw, k23);
                     if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
                     if (q50g) check_case(t, rows, cols, raw, Type::Q5_0_GROUPED_DEVICE);
                     if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80()))
@@ -960,6 +970,7 @@ using Q80Groups = KnobMode<device::testing::cuda_q80_groups>;  // MINFER_Q80_GRO
 using Q6kPad = KnobMode<device::testing::cuda_q6k_pad>;        // MINFER_Q6K_PAD
 using Q80Copy = KnobMode<device::testing::cuda_q80_copy>;      // MINFER_Q80_COPY
 using Q50Copy = KnobMode<device::testing::cuda_q50_copy>;      // MINFER_Q50_COPY
+using K23Copy = KnobMode<device::testing::cuda_k23_copy>;      // MINFER_K23_COPY
 // MINFER_ATTN_ONE_CHUNK: the longest decode row that attends in one chunk (0: none; -1: the build's value).
 using AttnOneChunk = KnobMode<device::testing::cuda_attn_one_chunk>;
 
@@ -1657,6 +1668,51 @@ TEST_SUITE("cuda") {
         }
         const Q50Copy off(0);
         no_copies_when_off("q5_0", device::testing::cuda_q50_copied, device::testing::cuda_q50g_reads);
+    }
+
+    // MINFER_K23_COPY (cuda/model.cuh), on by its run-time knob: an arranged copy of every distinct q2_K and q3_K
+    // matmul weight where the build's one-input int8 mat-vec reads them: the tiny presets' 15 (14 layer
+    // weights and the output, or the tied table), and qwen2-tiny-narrow's 8 down projections (its
+    // 384-column matrices fall back to q4_0: a layer of two formats). The hooks count the copies made and
+    // the launches that read one, so a load that copies nothing, or a forward that never reads the copies
+    // (a weight's int8 path chosen by the file's type, which has none), fails. The whole-model comparison
+    // against float64 (single tokens through the copies; the 5-token chunk through the f16-input kernel on
+    // the file's bytes), with matvec_int8=false too (no launch may read a copy then), and a batch against
+    // the CPU. With the knob off: no copy.
+    TEST_CASE("q2_K and q3_K copied arranged for the one-token mat-vec (MINFER_K23_COPY): against float64, batches, none when off") {
+        if (!device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q3_K_ARRANGED_DEVICE), 1)) {
+            MESSAGE("SKIPPED: this build has no one-input dp4a mat-vec (-DMINFER_MATVEC_DP4A=0), so no q2_K / q3_K copies");
+            return;
+        }
+        struct Case {
+            const char *preset, *mix;
+            uint64_t want;
+        };
+        const Case cases[] = {{"qwen2-tiny", "q2_K", 15}, {"qwen2-tiny", "q3_K", 15}, {"qwen3-tiny", "q3_K", 15},
+                              {"qwen2-tiny-tied", "q2_K", 15}, {"qwen2-tiny-narrow", "q3_K", 8}};
+        {
+            const K23Copy on(1);
+            for (const Case& k : cases)
+                for (const char* int8 : {"true", "false"}) {
+                    CAPTURE(k.preset);
+                    CAPTURE(k.mix);
+                    CAPTURE(int8);
+                    const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
+                                                                 std::string(k.preset) + " " + k.mix + " arranged copies",
+                                                                 device::testing::cuda_k23_copied, device::testing::cuda_k23_reads);
+                    CHECK(run.copied == k.want);
+                    if (std::string(int8) == "true") CHECK(run.read > 0);
+                    else CHECK(run.read == 0);
+                }
+            for (const char* mix : {"q2_K", "q3_K"}) {
+                CAPTURE(mix);
+                const uint64_t before = device::testing::cuda_k23_copied();
+                batch_against_cpu(mix);
+                CHECK(device::testing::cuda_k23_copied() - before == 15);
+            }
+        }
+        const K23Copy off(0);
+        no_copies_when_off("q3_K", device::testing::cuda_k23_copied, device::testing::cuda_k23_reads);
     }
 
     TEST_CASE("q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): against float64, batches, none when off") {

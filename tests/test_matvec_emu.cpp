@@ -49,9 +49,22 @@ void scale_fields(Type t, int& f0, int& f1) {
 
 // The GGUF type whose bytes a kernel type holds: q8_0 for its regrouped layout (mv::kQ8_0G), q6_K for its
 // padded copy (mv::kQ6_KP), q5_0 for its grouped copy (mv::kQ5_0G), else itself.
-Type stored(Type t) { return t == mv::kQ8_0G ? Type::Q8_0 : t == mv::kQ6_KP ? Type::Q6_K : t == mv::kQ5_0G ? Type::Q5_0 : t; }
+// (q2_K and q3_K for their arranged copies, mv::kQ2_KP and kQ3_KP.)
+Type stored(Type t) {
+    return t == mv::kQ8_0G   ? Type::Q8_0
+           : t == mv::kQ6_KP ? Type::Q6_K
+           : t == mv::kQ5_0G ? Type::Q5_0
+           : t == mv::kQ2_KP ? Type::Q2_K
+           : t == mv::kQ3_KP ? Type::Q3_K
+                             : t;
+}
 const char* name_of(Type t) {
-    return t == mv::kQ8_0G ? "q8_0 grouped" : t == mv::kQ6_KP ? "q6_K padded" : t == mv::kQ5_0G ? "q5_0 grouped" : quant::type_info(t).name;
+    return t == mv::kQ8_0G   ? "q8_0 grouped"
+           : t == mv::kQ6_KP ? "q6_K padded"
+           : t == mv::kQ5_0G ? "q5_0 grouped"
+           : t == mv::kQ2_KP ? "q2_K arranged"
+           : t == mv::kQ3_KP ? "q3_K arranged"
+                             : quant::type_info(t).name;
 }
 
 // A q8_0 matrix in the grouped layout: rows of whole 256-column groups regrouped in place by the device
@@ -177,12 +190,67 @@ std::vector<uint8_t> unpadded(const std::vector<uint8_t>& g) {
     return w;
 }
 
+// A q2_K or q3_K matrix copied arranged (t: mv::kQ2_KP or kQ3_KP) by the device function the load's kernel
+// runs (mv::k23_arrange_one, a thread per block) into a poisoned buffer, so a byte it leaves unwritten fails
+// unarranged below.
+std::vector<uint8_t> arranged(Type t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols) {
+    const bool q3 = t == mv::kQ3_KP;
+    const int in = q3 ? 110 : 84, out = q3 ? 112 : 84;
+    REQUIRE(cols % 256 == 0);
+    const int64_t blocks = rows * (cols / 256);
+    REQUIRE(w.size() == static_cast<size_t>(blocks * in));
+    std::vector<uint8_t> o(static_cast<size_t>(blocks * out), 0xA5);
+    const int threads = 64;
+    launch((blocks + threads - 1) / threads, threads, 0, kConfigs[0], [&] {
+        const int64_t b = int64_t{blockIdx.x} * threads + threadIdx.x;
+        if (b >= blocks) return;
+        if (q3) mv::k23_arrange_one<true>(w.data(), o.data(), b);
+        else mv::k23_arrange_one<false>(w.data(), o.data(), b);
+    });
+    return o;
+}
+// Its inverse, written from the layout's description (cuda/block_bits.cuh) rather than from the code: in
+// each block, unit p = 4n + j (columns 128n + 32j + e, e = 0..31) has the 2-bit code of column e in byte
+// 8p + 4 (e / 16) + e % 4, bits 2 ((e % 16) / 4) and up; q3_K (112 bytes) its third bit in byte 64 + 4p + e % 4,
+// bit e / 4, then the file's scales and d at 96 and two zeros; q2_K (84 bytes) the file's scales at 64, d and
+// dmin at 80. The file (ggml's layout): the code is bits 2j of qs[32n + e] (qs at 32 in q3_K, 16 in q2_K),
+// q3_K's third bit is bit 4n + j of hmask[e] (at 0), q2_K's scales at 0 and d, dmin at 80.
+std::vector<uint8_t> unarranged(Type t, const std::vector<uint8_t>& g) {
+    const bool q3 = t == mv::kQ3_KP;
+    const size_t in = q3 ? 110 : 84, out = q3 ? 112 : 84;
+    REQUIRE(g.size() % out == 0);
+    std::vector<uint8_t> w(g.size() / out * in, 0);
+    for (size_t blk = 0; blk < g.size() / out; ++blk) {
+        const uint8_t* s = &g[out * blk];
+        uint8_t* d = &w[in * blk];
+        uint8_t* qs = d + (q3 ? 32 : 16);
+        for (int p = 0; p < 8; ++p) {
+            const int n = p / 4, j = p % 4;
+            for (int e = 0; e < 32; ++e) {
+                const int code = (s[8 * p + 4 * (e / 16) + e % 4] >> (2 * ((e % 16) / 4))) & 3;
+                qs[32 * n + e] = static_cast<uint8_t>(qs[32 * n + e] | code << (2 * j));
+                if (q3) d[e] = static_cast<uint8_t>(d[e] | ((s[64 + 4 * p + e % 4] >> (e / 4)) & 1) << (4 * n + j));
+            }
+        }
+        if (q3) {
+            std::memcpy(d + 96, s + 96, 14);
+            CHECK(s[110] == 0);
+            CHECK(s[111] == 0);
+        } else {
+            std::memcpy(d, s + 64, 16);
+            std::memcpy(d + 80, s + 80, 4);
+        }
+    }
+    return w;
+}
+
 // Weights: the CPU quantizer's blocks from normal values, or random bytes with benign f16 scales (kQ8_0G:
 // q8_0's, regrouped; kQ6_KP: q6_K's, padded).
 std::vector<uint8_t> weights(Type t, int64_t rows, int64_t cols, bool random_bytes, uint64_t seed) {
     if (t == mv::kQ8_0G) return grouped(weights(Type::Q8_0, rows, cols, random_bytes, seed), rows, cols);
     if (t == mv::kQ6_KP) return padded(weights(Type::Q6_K, rows, cols, random_bytes, seed), rows, cols);
     if (t == mv::kQ5_0G) return q50_grouped(weights(Type::Q5_0, rows, cols, random_bytes, seed), rows, cols);
+    if (t == mv::kQ2_KP || t == mv::kQ3_KP) return arranged(t, weights(stored(t), rows, cols, random_bytes, seed), rows, cols);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<uint8_t> out(rb * static_cast<size_t>(rows));
     if (!random_bytes) {
@@ -226,6 +294,7 @@ std::vector<double> reference(Type t, const std::vector<uint8_t>& w, int64_t row
     if (t == mv::kQ8_0G) return reference(Type::Q8_0, ungrouped(w, rows, cols), rows, cols, x);
     if (t == mv::kQ6_KP) return reference(Type::Q6_K, unpadded(w), rows, cols, x);
     if (t == mv::kQ5_0G) return reference(Type::Q5_0, q50_ungrouped(w, rows, cols), rows, cols, x);
+    if (t == mv::kQ2_KP || t == mv::kQ3_KP) return reference(stored(t), unarranged(t, w), rows, cols, x);
     const size_t rb = quant::row_bytes(t, cols);
     std::vector<float> row(static_cast<size_t>(cols));
     std::vector<double> y(static_cast<size_t>(rows));
@@ -721,7 +790,11 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
             T == Type::Q6_K, mv::DpQ6K,
             std::conditional_t<
                 T == mv::kQ6_KP, mv::DpQ6KP,
-                std::conditional_t<T == mv::kQ8_0G, mv::DpQ80G, std::conditional_t<T == mv::kQ5_0G, mv::DpQ50G, mv::DpK<T == Type::Q5_K>>>>>>;
+                std::conditional_t<
+                    T == mv::kQ8_0G, mv::DpQ80G,
+                    std::conditional_t<
+                        T == mv::kQ5_0G, mv::DpQ50G,
+                        std::conditional_t<T == mv::kQ2_KP, mv::DpQ2KP, std::conditional_t<T == mv::kQ3_KP, mv::DpQ3KP, mv::DpK<T == Type::Q5_K>>>>>>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -1071,4 +1144,25 @@ TEST_CASE("emulated mat-vec: int8 family over several inputs and three matrices 
                 CHECK(rel_l2(yc, reference(Type::Q4_K, w[i], rows[i], cols, xd[static_cast<size_t>(c)])) < 1e-5);
             }
     }
+}
+
+// q2_K and q3_K copied arranged at load (mv::kQ2_KP, kQ3_KP, MINFER_K23_COPY): their one reader, the dp4a kernel
+// of one input, against float64 of the file's blocks, which the test recovers from the arranged bytes by
+// the layout's description (unarranged), so a copy and a reader that agree with each other but not with
+// the description fail too. Random blocks set every code, third bit, scale and min.
+TEST_CASE("emulated mat-vec: q2_K and q3_K arranged for the one-token mat-vec (kQ2_KP, kQ3_KP) by dp4a match float64") {
+    // the copy, both types (every subcase runs it)
+    for (Type t : {mv::kQ2_KP, mv::kQ3_KP})
+        for (bool random_bytes : {false, true}) {
+            CAPTURE(name_of(t));
+            CAPTURE(random_bytes);
+            const auto w = weights(stored(t), 5, 768, random_bytes, 4646);
+            const auto a = arranged(t, w, 5, 768);
+            CHECK(a.size() == w.size() / quant::type_info(stored(t)).block_bytes * (t == mv::kQ3_KP ? 112 : 84));
+            CHECK(a != w);
+            CHECK(unarranged(t, a) == w);
+        }
+    // rows of 1, 2, 3, 16, 17 and 19 blocks, as the q6_K formats'
+    SUBCASE("q2_K: dp4a on direct loads") { check_dp4a<mv::kQ2_KP>({1, 2, 3, 16, 17, 19}, 9898); }
+    SUBCASE("q3_K: dp4a on direct loads") { check_dp4a<mv::kQ3_KP>({1, 2, 3, 16, 17, 19}, 9999); }
 }

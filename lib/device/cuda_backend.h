@@ -243,6 +243,13 @@ uint64_t cuda_q80g_reads();
 int cuda_q50_copy(int mode);
 uint64_t cuda_q50_copied();
 uint64_t cuda_q50g_reads();
+// MINFER_K23_COPY at run time (modes and result as cuda_prune_last's), for models loaded from now on:
+// arranged copies of their q2_K and q3_K matmul weights for the one-token mat-vec (cuda/model.cuh).
+// cuda_k23_copied: the matrices copied by model loads in this process so far; cuda_k23_reads: the
+// one-input dp4a launches on them so far.
+int cuda_k23_copy(int mode);
+uint64_t cuda_k23_copied();
+uint64_t cuda_k23_reads();
 // Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
 // kernel; no copy of such rows is made where it does not).
 bool cuda_matvec_padded_q80();
@@ -274,7 +281,9 @@ bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // the mat-vec reads them so (both hooks; not with `reference`, whose kernel reads the file's layout only);
 // quant::Type::Q6_K_PADDED_DEVICE (cuda_matvec_int8 with ncols = 1 only): the bytes are q6_K's, copied on
 // the device into the padded layout (cuda::q6k_pad) that the mat-vec then reads;
-// quant::Type::Q5_0_GROUPED_DEVICE (the same): q5_0's, copied grouped (cuda::q50_group_copy). (q8_0 given
+// quant::Type::Q5_0_GROUPED_DEVICE (the same): q5_0's, copied grouped (cuda::q50_group_copy);
+// Q2_K_ARRANGED_DEVICE and Q3_K_ARRANGED_DEVICE (the same): q2_K's or q3_K's, copied arranged
+// (cuda::k23_arrange). (q8_0 given
 // as Q8_0_GROUPED_DEVICE on rows that are not whole 256-column groups is copied grouped too.)
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);

@@ -81,6 +81,9 @@ uint64_t device::testing::cuda_q80g_reads() { no_cuda(); }
 int device::testing::cuda_q50_copy(int) { no_cuda(); }
 uint64_t device::testing::cuda_q50_copied() { no_cuda(); }
 uint64_t device::testing::cuda_q50g_reads() { no_cuda(); }
+int device::testing::cuda_k23_copy(int) { no_cuda(); }
+uint64_t device::testing::cuda_k23_copied() { no_cuda(); }
+uint64_t device::testing::cuda_k23_reads() { no_cuda(); }
 bool device::testing::cuda_matvec_padded_q80() { no_cuda(); }
 bool device::testing::cuda_matvec_pair_knob() { no_cuda(); }
 uint64_t device::testing::cuda_matvec_pair_launches() { no_cuda(); }

@@ -22,6 +22,10 @@ enum class Type : int32_t {
     Q6_K_PADDED_DEVICE = 0x109,
     // The same for a copy of some q5_0 matrices in groups of 8 blocks (cuda/block_bits.cuh, cuda::mv::kQ5_0G).
     Q5_0_GROUPED_DEVICE = 0x10A,
+    // The same for copies of some q2_K and q3_K matrices with each input block's codes together
+    // (cuda/block_bits.cuh, cuda::mv::kQ2_KP and kQ3_KP).
+    Q2_K_ARRANGED_DEVICE = 0x10B,
+    Q3_K_ARRANGED_DEVICE = 0x10C,
 };
 
 enum class TypeStatus : uint8_t {

@@ -713,6 +713,11 @@ inline uint2 ld_stream8(const uint2* p) {
     mv_emu::check_read(p, sizeof(uint2));
     return *p;
 }
+inline uint32_t ld_stream4(const uint32_t* p) {
+    if (reinterpret_cast<uintptr_t>(p) % 4 != 0) mv_emu::die("unaligned 4-byte global load of weights");
+    mv_emu::check_read(p, sizeof(uint32_t));
+    return *p;
+}
 inline uint2 ld_w64(const uint2* p) {
     if (reinterpret_cast<uintptr_t>(p) % 8 != 0) mv_emu::die("unaligned 8-byte global load of weights");
     mv_emu::check_read(p, sizeof(uint2));
