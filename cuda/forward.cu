@@ -171,8 +171,8 @@ struct Mat {
     const void* w = nullptr;
     int64_t rows = 0, cols = 0;
     const char* name = "";
-    // What the one-input int8 mat-vec reads instead (CudaModel::MatvecCopies: a padded q6_K copy, or a
-    // grouped q8_0 or q5_0 one), or null.
+    // What the one-input int8 mat-vec reads instead (CudaModel::MatvecCopies: a padded q6_K copy, a
+    // grouped q8_0 or q5_0 one, or an arranged q2_K or q3_K one), or null.
     quant::Type type1 = quant::Type::F32;
     const void* w1 = nullptr;
 

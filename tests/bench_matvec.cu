@@ -318,7 +318,9 @@ int main(int argc, char** argv) {
                 row += line;
             }
             if (old && !grouped) {
-                const float ous = time_launches(matvec_old, tc.t, w, stride, timed_copies, sh.rows, sh.cols, x, yr, reps, s);
+                // the reference kernel reads the file's layout: the type of the bytes filled (the copies' rows
+                // time it on those bytes)
+                const float ous = time_launches(matvec_old, st, w, stride, timed_copies, sh.rows, sh.cols, x, yr, reps, s);
                 std::snprintf(line, sizeof line, " %9.2f %9.0f", ous, moved / (ous * 1e-6) / 1e9);
                 row += line;
             }
