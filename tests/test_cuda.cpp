@@ -661,70 +661,75 @@ TEST_SUITE("cuda") {
                 }
             }
         };
+        // A subcase per type (named as the type: `-sc=q2_K,q3_K` runs those alone on a device call too short
+        // for all of them).
         for (Type t : all) {
-            const bool plain = t == Type::F32 || t == Type::F16 || t == Type::BF16;
-            const int64_t b = plain ? 8 : quant::type_info(t).block_elems;
-            // {64, 16 b}, {64, 28 b} and {8200, 2 b}: the staged dp4a kernel (q6_K, q8_0, q4_0 segments of
-            // whole 16-byte units), below and above its tall-matrix line (q4_0 there only on rows that are
-            // not whole 256-column groups: {64, 28 b}, the 0.5B's 896 columns); q4_K's dp4a kernel takes
-            // {8200, 2 b} in CTAs of 2 warps, {20011, b} and {12800, 5 b} in CTAs of one (the latter with
-            // several chunks a thread and row, prefetched); q4_0's direct-load dp4a kernel takes rows of
-            // whole 256-column groups: {64, 16 b} and {300, 18944} in CTAs of 4 warps, {8200, 1280} of 2,
-            // {12800, 1280} of one (40 blocks a row: a second round, prefetched). q6_K alone also {65600, 5 b}:
-            // its direct-load dp4a kernel (launches of 65,536 rows or more, the output projection's kind), in
-            // CTAs of one warp, 40 units a row. q4_K and q6_K also {3584, 18944}, the 7B's down projection:
-            // a one-wave grid of CTAs of 2 warps, 592 units a row, prefetched.
-            const int64_t shapes[][2] = {{1, b},       {7, 2 * b},    {67, 3 * b},     {45, 11 * b}, {300, 18944},  {20011, b},
-                                         {64, 16 * b}, {64, 28 * b},  {8200, 2 * b},   {12800, 5 * b}, {8200, 1280}, {12800, 1280},
-                                         {65600, 5 * b}, {3584, 18944}};
-            for (const auto& sh : shapes) {
-                if (sh[0] == 65600 && t != Type::Q6_K) continue;
-                if (sh[0] == 3584 && t != Type::Q4_K && t != Type::Q6_K) continue;
-                const int64_t rows = sh[0], cols = sh[1];
-                const std::string type = name_of(t);
-                CAPTURE(type);
-                CAPTURE(rows);
-                CAPTURE(cols);
-                const auto bytes = quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols);
-                check_case(t, rows, cols, bytes, t);
-                // q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS), on rows of whole 256-column groups:
-                // {300, 18944} in CTAs of 4 warps, {64, 512} of 4, {8200, 1280} of 2, {12800, 1280} of one; the
-                // other shapes as the grouped copy with a padded last group (MINFER_Q80_COPY: 1 to 11 blocks
-                // a row, and 28, the 0.5B's 896 columns), read by the one-input kernel alone
-                if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80())) {
-                    INFO((cols % 256 == 0 ? "regrouped on the device" : "grouped copy, the last group padded"));
-                    check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
-                }
-                // q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): every shape (the kernel in CTAs
-                // of 4, 2 and 1 warps; 1 to 74 blocks a row)
-                if (t == Type::Q6_K) {
-                    INFO("padded copy");
-                    check_case(t, rows, cols, bytes, Type::Q6_K_PADDED_DEVICE);
-                }
-                // q5_0 copied grouped for the one-token mat-vec (MINFER_Q50_COPY) where the build reads it: every
-                // shape (rows of whole groups, and 1 to 11 and 28 blocks: a padded last group)
-                const bool q50g = t == Type::Q5_0 && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q5_0_GROUPED_DEVICE), 1);
-                if (q50g) {
-                    INFO("q5_0 grouped copy");
-                    check_case(t, rows, cols, bytes, Type::Q5_0_GROUPED_DEVICE);
-                }
-                // q2_K and q3_K copied arranged for the one-token mat-vec (MINFER_K23_COPY) where the build reads
-                // them: every shape (1 to 74 blocks a row; the kernel in CTAs of 4, 2 and 1 warps)
-                const Type k23 = t == Type::Q2_K ? Type::Q2_K_ARRANGED_DEVICE : Type::Q3_K_ARRANGED_DEVICE;
-                const bool k23p = (t == Type::Q2_K || t == Type::Q3_K) && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(k23), 1);
-                if (k23p) {
-                    INFO("arranged copy");
-                    check_case(t, rows, cols, bytes, k23);
-                }
-                if (!plain && rows * cols <= 100000) {
-                    INFO("raw random blocks");
-                    const auto raw = random_blocks(t, rows, cols, seed++);
-                    check_case(t, rows, cols, raw, t);
-                    if (k23p) check_case(t, rows, cols, raw, k23);
-                    if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
-                    if (q50g) check_case(t, rows, cols, raw, Type::Q5_0_GROUPED_DEVICE);
-                    if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80()))
-                        check_case(t, rows, cols, raw, Type::Q8_0_GROUPED_DEVICE);
+            const std::string subcase = name_of(t);
+            SUBCASE(subcase.c_str()) {
+                const bool plain = t == Type::F32 || t == Type::F16 || t == Type::BF16;
+                const int64_t b = plain ? 8 : quant::type_info(t).block_elems;
+                // {64, 16 b}, {64, 28 b} and {8200, 2 b}: the staged dp4a kernel (q6_K, q8_0, q4_0 segments of
+                // whole 16-byte units), below and above its tall-matrix line (q4_0 there only on rows that are
+                // not whole 256-column groups: {64, 28 b}, the 0.5B's 896 columns); q4_K's dp4a kernel takes
+                // {8200, 2 b} in CTAs of 2 warps, {20011, b} and {12800, 5 b} in CTAs of one (the latter with
+                // several chunks a thread and row, prefetched); q4_0's direct-load dp4a kernel takes rows of
+                // whole 256-column groups: {64, 16 b} and {300, 18944} in CTAs of 4 warps, {8200, 1280} of 2,
+                // {12800, 1280} of one (40 blocks a row: a second round, prefetched). q6_K alone also {65600, 5 b}:
+                // its direct-load dp4a kernel (launches of 65,536 rows or more, the output projection's kind), in
+                // CTAs of one warp, 40 units a row. q4_K and q6_K also {3584, 18944}, the 7B's down projection:
+                // a one-wave grid of CTAs of 2 warps, 592 units a row, prefetched.
+                const int64_t shapes[][2] = {{1, b},       {7, 2 * b},    {67, 3 * b},     {45, 11 * b}, {300, 18944},  {20011, b},
+                                             {64, 16 * b}, {64, 28 * b},  {8200, 2 * b},   {12800, 5 * b}, {8200, 1280}, {12800, 1280},
+                                             {65600, 5 * b}, {3584, 18944}};
+                for (const auto& sh : shapes) {
+                    if (sh[0] == 65600 && t != Type::Q6_K) continue;
+                    if (sh[0] == 3584 && t != Type::Q4_K && t != Type::Q6_K) continue;
+                    const int64_t rows = sh[0], cols = sh[1];
+                    const std::string type = name_of(t);
+                    CAPTURE(type);
+                    CAPTURE(rows);
+                    CAPTURE(cols);
+                    const auto bytes = quantize(t, normal(static_cast<size_t>(rows * cols), seed++, 0.05f, 1.0f), rows, cols);
+                    check_case(t, rows, cols, bytes, t);
+                    // q8_0 regrouped for the mat-vecs (MINFER_Q80_GROUPS), on rows of whole 256-column groups:
+                    // {300, 18944} in CTAs of 4 warps, {64, 512} of 4, {8200, 1280} of 2, {12800, 1280} of one; the
+                    // other shapes as the grouped copy with a padded last group (MINFER_Q80_COPY: 1 to 11 blocks
+                    // a row, and 28, the 0.5B's 896 columns), read by the one-input kernel alone
+                    if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80())) {
+                        INFO((cols % 256 == 0 ? "regrouped on the device" : "grouped copy, the last group padded"));
+                        check_case(t, rows, cols, bytes, Type::Q8_0_GROUPED_DEVICE);
+                    }
+                    // q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): every shape (the kernel in CTAs
+                    // of 4, 2 and 1 warps; 1 to 74 blocks a row)
+                    if (t == Type::Q6_K) {
+                        INFO("padded copy");
+                        check_case(t, rows, cols, bytes, Type::Q6_K_PADDED_DEVICE);
+                    }
+                    // q5_0 copied grouped for the one-token mat-vec (MINFER_Q50_COPY) where the build reads it: every
+                    // shape (rows of whole groups, and 1 to 11 and 28 blocks: a padded last group)
+                    const bool q50g = t == Type::Q5_0 && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q5_0_GROUPED_DEVICE), 1);
+                    if (q50g) {
+                        INFO("q5_0 grouped copy");
+                        check_case(t, rows, cols, bytes, Type::Q5_0_GROUPED_DEVICE);
+                    }
+                    // q2_K and q3_K copied arranged for the one-token mat-vec (MINFER_K23_COPY) where the build reads
+                    // them: every shape (1 to 74 blocks a row; the kernel in CTAs of 4, 2 and 1 warps)
+                    const Type k23 = t == Type::Q2_K ? Type::Q2_K_ARRANGED_DEVICE : Type::Q3_K_ARRANGED_DEVICE;
+                    const bool k23p = (t == Type::Q2_K || t == Type::Q3_K) && device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(k23), 1);
+                    if (k23p) {
+                        INFO("arranged copy");
+                        check_case(t, rows, cols, bytes, k23);
+                    }
+                    if (!plain && rows * cols <= 100000) {
+                        INFO("raw random blocks");
+                        const auto raw = random_blocks(t, rows, cols, seed++);
+                        check_case(t, rows, cols, raw, t);
+                        if (k23p) check_case(t, rows, cols, raw, k23);
+                        if (t == Type::Q6_K) check_case(t, rows, cols, raw, Type::Q6_K_PADDED_DEVICE);
+                        if (q50g) check_case(t, rows, cols, raw, Type::Q5_0_GROUPED_DEVICE);
+                        if (t == Type::Q8_0 && (cols % 256 == 0 || device::testing::cuda_matvec_padded_q80()))
+                            check_case(t, rows, cols, raw, Type::Q8_0_GROUPED_DEVICE);
+                    }
                 }
             }
         }
