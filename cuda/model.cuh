@@ -175,11 +175,12 @@ class GemmTuner;  // cuda/cublas.cuh
 // blocks' (and q3_K's 110-byte blocks are 2-byte aligned), which a thread of the dp4a kernel could only
 // load as 32 bytes for the 8 it uses. Costs the q2_K bytes again in device memory (84 bytes a
 // super-block, the file's size) and 112/110 of the q3_K bytes, made only where kW16Reserve stays free;
-// the file's bytes stay for every other reader. Written without a GPU (2026-12-07, thirtieth session).
-// 0: no copy (the A/B knob; device::testing::cuda_k23_copy turns it on or off at run time for the tests,
-// for models loaded after).
+// the file's bytes stay for every other reader. Written without a GPU (2026-12-07, thirtieth session: no
+// device machine could be started), so off until a call measures it and runs its GPU tests
+// (docs/perf.md names the call). 1: copy (device::testing::cuda_k23_copy turns it on or off at run time
+// for the tests, for models loaded after).
 #ifndef MINFER_K23_COPY
-#define MINFER_K23_COPY 1
+#define MINFER_K23_COPY 0
 #endif
 
 namespace minfer::device {
