@@ -1182,6 +1182,26 @@ void no_copies_when_off(const char* mix, uint64_t (*copied)(), uint64_t (*reads)
     CHECK(reads() == r0);
     for (const WholeModelComparison& c : cmp) CHECK(c.err < kCudaBound);
 }
+// Each case's file (a synth preset in a mix) against float64 with matvec_int8 on and off
+// (copies_against_reference, logged as "PRESET MIX label"): `want` copies made either way, read by some
+// launch with the int8 path and by none without it.
+struct CopyCase {
+    const char *preset, *mix;
+    uint64_t want;
+};
+void copy_cases(std::initializer_list<CopyCase> cases, const char* label, uint64_t (*copied)(), uint64_t (*reads)()) {
+    for (const CopyCase& k : cases)
+        for (const char* int8 : {"true", "false"}) {
+            CAPTURE(k.preset);
+            CAPTURE(k.mix);
+            CAPTURE(int8);
+            const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
+                                                         std::string(k.preset) + " " + k.mix + " " + label, copied, reads);
+            CHECK(run.copied == k.want);
+            if (std::string(int8) == "true") CHECK(run.read > 0);
+            else CHECK(run.read == 0);
+        }
+}
 
 }  // namespace
 
@@ -1644,29 +1664,14 @@ TEST_SUITE("cuda") {
             MESSAGE("SKIPPED: this build has no one-input dp4a mat-vec (-DMINFER_MATVEC_DP4A=0), so no q5_0 copies");
             return;
         }
-        struct Case {
-            const char *preset, *mix;
-            uint64_t want;
-        };
-        const Case cases[] = {{"qwen2-tiny", "q5_0", 15},
-                              {"qwen3-tiny", "q5_0", 15},
-                              {"qwen2-tiny-tied", "q5_0", 15},
-                              {"qwen2-tiny-narrow", "q4_K_M", 44},
-                              {"qwen2-tiny-narrow", "q5_0", 57}};
         {
             const Q50Copy on(1);
-            for (const Case& k : cases)
-                for (const char* int8 : {"true", "false"}) {
-                    CAPTURE(k.preset);
-                    CAPTURE(k.mix);
-                    CAPTURE(int8);
-                    const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
-                                                                 std::string(k.preset) + " " + k.mix + " q5_0 grouped copies",
-                                                                 device::testing::cuda_q50_copied, device::testing::cuda_q50g_reads);
-                    CHECK(run.copied == k.want);
-                    if (std::string(int8) == "true") CHECK(run.read > 0);
-                    else CHECK(run.read == 0);
-                }
+            copy_cases({{"qwen2-tiny", "q5_0", 15},
+                        {"qwen3-tiny", "q5_0", 15},
+                        {"qwen2-tiny-tied", "q5_0", 15},
+                        {"qwen2-tiny-narrow", "q4_K_M", 44},
+                        {"qwen2-tiny-narrow", "q5_0", 57}},
+                       "q5_0 grouped copies", device::testing::cuda_q50_copied, device::testing::cuda_q50g_reads);
             const uint64_t before = device::testing::cuda_q50_copied();
             batch_against_cpu("q5_0");
             CHECK(device::testing::cuda_q50_copied() - before == 15);
@@ -1689,26 +1694,14 @@ TEST_SUITE("cuda") {
             MESSAGE("SKIPPED: this build has no one-input dp4a mat-vec (-DMINFER_MATVEC_DP4A=0), so no q2_K / q3_K copies");
             return;
         }
-        struct Case {
-            const char *preset, *mix;
-            uint64_t want;
-        };
-        const Case cases[] = {{"qwen2-tiny", "q2_K", 15}, {"qwen2-tiny", "q3_K", 15}, {"qwen3-tiny", "q3_K", 15},
-                              {"qwen2-tiny-tied", "q2_K", 15}, {"qwen2-tiny-narrow", "q3_K", 8}};
         {
             const K23Copy on(1);
-            for (const Case& k : cases)
-                for (const char* int8 : {"true", "false"}) {
-                    CAPTURE(k.preset);
-                    CAPTURE(k.mix);
-                    CAPTURE(int8);
-                    const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8,
-                                                                 std::string(k.preset) + " " + k.mix + " arranged copies",
-                                                                 device::testing::cuda_k23_copied, device::testing::cuda_k23_reads);
-                    CHECK(run.copied == k.want);
-                    if (std::string(int8) == "true") CHECK(run.read > 0);
-                    else CHECK(run.read == 0);
-                }
+            copy_cases({{"qwen2-tiny", "q2_K", 15},
+                        {"qwen2-tiny", "q3_K", 15},
+                        {"qwen3-tiny", "q3_K", 15},
+                        {"qwen2-tiny-tied", "q2_K", 15},
+                        {"qwen2-tiny-narrow", "q3_K", 8}},
+                       "arranged copies", device::testing::cuda_k23_copied, device::testing::cuda_k23_reads);
             for (const char* mix : {"q2_K", "q3_K"}) {
                 CAPTURE(mix);
                 const uint64_t before = device::testing::cuda_k23_copied();
