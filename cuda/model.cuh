@@ -175,12 +175,12 @@ class GemmTuner;  // cuda/cublas.cuh
 // blocks' (and q3_K's 110-byte blocks are 2-byte aligned), which a thread of the dp4a kernel could only
 // load as 32 bytes for the 8 it uses. Costs the q2_K bytes again in device memory (84 bytes a
 // super-block, the file's size) and 112/110 of the q3_K bytes, made only where kW16Reserve stays free;
-// the file's bytes stay for every other reader. Written without a GPU (2026-12-07, thirtieth session: no
-// device machine could be started), so off until a call measures it and runs its GPU tests
-// (docs/perf.md names the call). 1: copy (device::testing::cuda_k23_copy turns it on or off at run time
-// for the tests, for models loaded after).
+// the file's bytes stay for every other reader. Measured on an H100 (docs/perf.md, 2026-12-07, thirtieth
+// session, same call): the 7B's q3_K tg128 268.6-269.8 -> 528.5-532.8 t/s (1.97x), its q2_K 384.0-385.2
+// -> 659.5-663.2 (1.72x). On; 0: no copy (the A/B knob; device::testing::cuda_k23_copy turns it on or off
+// at run time for the tests, for models loaded after).
 #ifndef MINFER_K23_COPY
-#define MINFER_K23_COPY 0
+#define MINFER_K23_COPY 1
 #endif
 
 namespace minfer::device {
