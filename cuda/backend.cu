@@ -902,6 +902,7 @@ uint64_t cuda_q50g_reads() { return cuda::q50g_matvec_launches(); }
 int cuda_k23_copy(int mode) { return cuda::g_k23_copy.set(mode); }
 uint64_t cuda_k23_copied() { return cuda::g_k23_copied.load(); }
 uint64_t cuda_k23_reads() { return cuda::k23p_matvec_launches(); }
+uint64_t cuda_q41_q51_reads() { return cuda::q41_q51_matvec_launches(); }
 bool cuda_matvec_padded_q80() { return cuda::matvec_reads_padded_q80(); }
 bool cuda_matvec_pair_knob() { return cuda::matvec_xq_pairs(quant::Type::Q4_K, cuda::mv::kQ6_KP); }
 uint64_t cuda_matvec_pair_launches() { return cuda::matvec_pair_launches(); }
@@ -914,6 +915,9 @@ void cuda_gemm_tune_force(bool on) { cuda::testing_hooks::gemm_tune_force(on); }
 void cuda_gemm_tune_counts(uint64_t* decisions, uint64_t* lt_runs) { cuda::testing_hooks::gemm_tune_counts(decisions, lt_runs); }
 
 bool cuda_matvec_int8_supported(int32_t type, int ncols) { return cuda::matvec_int8_supported(static_cast<quant::Type>(type), ncols); }
+bool cuda_matvec_int8_takes(int32_t type, int ncols, int64_t cols) {
+    return cuda::matvec_int8_takes(static_cast<quant::Type>(type), ncols, cols);
+}
 
 bool cuda_attention_wgmma_knob() { return cuda::testing_hooks::attention_wgmma_knob(); }
 

@@ -801,7 +801,7 @@ private:
         auto input_of = [&](uint32_t bit) { return left(bit) || !xq_.bytes() ? xq_.as<void>() : zero_.as<void>(); };
         // (The matrix it reads: a q5_0 weight has the int8 path only through its copy, for one input.)
         auto i8w = [&](const Mat& w, int ncols) {
-            return int8_ && cuda::matvec_int8_supported(w.for_xq(ncols).type, ncols) && w.cols % 32 == 0;
+            return int8_ && cuda::matvec_int8_takes(w.for_xq(ncols).type, ncols, w.cols);
         };
         auto i8 = [&](const Mat& w) { return (single || few) && i8w(w, n); };
         // Mat-vecs of one input (`in`, and xq when the norm wrote it): consecutive weights of one type and

@@ -50,11 +50,14 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
 // Whether the int8 path takes type t for ncols input columns: the four types above for 1 to
-// kMatvecMaxCols, and q5_K, padded q6_K (mv::kQ6_KP, q6k_pad below), grouped q5_0 (mv::kQ5_0G,
+// kMatvecMaxCols, and q5_K, q4_1, q5_1, padded q6_K (mv::kQ6_KP, q6k_pad below), grouped q5_0 (mv::kQ5_0G,
 // q50_group_copy below) and arranged q2_K and q3_K (mv::kQ2_KP, kQ3_KP, k23_arrange below) for one
-// (q5_K unless built with -DMINFER_DP4A_Q5K=0, cuda/matvec.cu; the copies only in builds with the dp4a
-// kernel).
+// (q5_K unless built with -DMINFER_DP4A_Q5K=0, q4_1 and q5_1 with -DMINFER_DP4A_Q41_Q51=1, cuda/matvec.cu;
+// the copies only in builds with the dp4a kernel).
 bool matvec_int8_supported(quant::Type t, int ncols = 1);
+// Whether it takes a matrix of type t and `cols` columns: matvec_int8_supported, cols a multiple of 32, and
+// for q4_1 (q5_1) of 128 (64), so that the file's rows start 16-byte aligned.
+bool matvec_int8_takes(quant::Type t, int ncols, int64_t cols);
 int64_t matvec_xq_bytes(int64_t cols);
 void quantize_x(const float* x, const float* up, int64_t cols, void* xq, cudaStream_t stream, int rows = 1);
 // As matvec_multi, the input being xq (ncols vectors).
@@ -104,6 +107,8 @@ uint64_t q50g_matvec_launches();
 void k23_arrange(quant::Type t, const void* src, void* dst, int64_t rows, int64_t cols, cudaStream_t stream);
 // The mat-vec launches on arranged q2_K and q3_K copies in this process so far.
 uint64_t k23p_matvec_launches();
+// The one-input dp4a launches on q4_1 and q5_1 matrices in this process so far.
+uint64_t q41_q51_matvec_launches();
 // Writes dst, a copy of the q6_K matrix src (rows x cols, cols a multiple of 256) in the padded layout
 // that the one-input int8 mat-vec reads as mv::kQ6_KP (cuda/block_bits.cuh; rows of mv::q6kp_row_bytes(cols)
 // bytes, dst 16-byte aligned). matvec_xq with ncols = 1 is its only reader (matvec_int8_supported says so).

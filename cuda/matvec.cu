@@ -63,6 +63,7 @@ std::atomic<uint64_t> g_q6kp_launches{0};  // q6kp_matvec_launches
 std::atomic<uint64_t> g_q80g_launches{0};  // q80g_matvec_launches
 std::atomic<uint64_t> g_q50g_launches{0};  // q50g_matvec_launches
 std::atomic<uint64_t> g_k23p_launches{0};  // k23p_matvec_launches
+std::atomic<uint64_t> g_q41_q51_launches{0};  // q41_q51_matvec_launches
 std::atomic<uint64_t> g_pair_launches{0};  // matvec_pair_launches
 static_assert(kMatvecMaxCols == kColsN, "the forward's few-token chunks are what one launch takes");
 
@@ -344,6 +345,15 @@ void launch_dp4a_mixed(const Segments& seg, int n0, int64_t cols, const uint8_t*
 #endif
 constexpr bool kDp4aQ5k = MINFER_MATVEC_DP4A && MINFER_DP4A_Q5K;
 
+// q4_1 and q5_1 on the int8 input, one column, rows that start 16-byte aligned (matvec_int8_takes): the
+// dp4a kernel on direct loads of the file's blocks (DpQ41, DpQ51 in matvec_impl.cuh), by the q4_K
+// launcher's choice of CTA width and prefetch. They have no int8 MMA kernel: several columns, other row
+// lengths and builds with -DMINFER_DP4A_Q41_Q51=0 (the A/B knob) keep the f16-input MMA kernel.
+#ifndef MINFER_DP4A_Q41_Q51
+#define MINFER_DP4A_Q41_Q51 0
+#endif
+constexpr bool kDp4aQ41Q51 = MINFER_MATVEC_DP4A && MINFER_DP4A_Q41_Q51;
+
 // q4_0 on the int8 input, one column, rows of whole 256-column groups: the direct-load dp4a kernel
 // (matvec_impl.cuh; 8 blocks are 144 bytes, 16-byte aligned), by the q4_K launcher's choice of CTA width
 // and prefetch; other rows, and builds with -DMINFER_DP4A_Q40=0 (the A/B knob), take the staged kernel
@@ -460,7 +470,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
     if ((reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(x_up) | reinterpret_cast<uintptr_t>(xq)) % 16 != 0 ||
         cols % 8 != 0)
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: x must be 16-byte aligned and rows a multiple of 8 long");
-    if (xq && (!matvec_int8_supported(t, ncols) || cols % 32 != 0))
+    if (xq && !matvec_int8_takes(t, ncols, cols))
         fail(MINFER_ERR_INTERNAL, "CUDA mat-vec: no int8 path for type %d and %lld columns", static_cast<int>(t),
              static_cast<long long>(cols));
     for (int i = 0; i < n; ++i)
@@ -528,6 +538,11 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                 } else if constexpr (T == Type::Q5_K) {
                     if (xq) launch_dp4a<DpK<true>>(seg, cols, xq, stream, accumulate);  // one column (checked above)
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
+                } else if constexpr (T == Type::Q4_1 || T == Type::Q5_1) {
+                    if (xq) {  // one column, rows 16-byte aligned (checked above)
+                        launch_dp4a<std::conditional_t<T == Type::Q4_1, DpQ41, DpQ51>>(seg, cols, xq, stream, accumulate);
+                        g_q41_q51_launches.fetch_add(1, std::memory_order_relaxed);
+                    } else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 } else if constexpr (kMmaFamily<T>) launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
                 else if constexpr (kPlain) launch_plain<T>(seg, cols, in, stream, accumulate);
                 else launch_ref<T>(w[i], rows[i], cols, in, y[i], stream, accumulate);
@@ -563,7 +578,14 @@ bool matvec_int8_supported(Type t, int ncols) {
     if (t == kQ6_KP || t == kQ5_0G || t == kQ2_KP || t == kQ3_KP) return MINFER_MATVEC_DP4A && ncols == 1;
     bool yes = false;
     dispatch_matvec_type(t, [&](auto tag) { yes = kInt8Family<decltype(tag)::value>; });
-    return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1);
+    return yes || (kDp4aQ5k && t == Type::Q5_K && ncols == 1) || (kDp4aQ41Q51 && (t == Type::Q4_1 || t == Type::Q5_1) && ncols == 1);
+}
+
+bool matvec_int8_takes(Type t, int ncols, int64_t cols) {
+    if (!matvec_int8_supported(t, ncols) || cols % 32 != 0) return false;
+    if (t == Type::Q4_1) return cols % 128 == 0;  // 4 blocks of 20 bytes: rows 16-byte aligned (DpQ41)
+    if (t == Type::Q5_1) return cols % 64 == 0;   // 2 blocks of 24 bytes (DpQ51)
+    return true;
 }
 
 int64_t matvec_xq_bytes(int64_t cols) { return mv::xq_bytes(cols); }
@@ -685,6 +707,7 @@ uint64_t q6kp_matvec_launches() { return g_q6kp_launches.load(std::memory_order_
 uint64_t q80g_matvec_launches() { return g_q80g_launches.load(std::memory_order_relaxed); }
 uint64_t q50g_matvec_launches() { return g_q50g_launches.load(std::memory_order_relaxed); }
 uint64_t k23p_matvec_launches() { return g_k23p_launches.load(std::memory_order_relaxed); }
+uint64_t q41_q51_matvec_launches() { return g_q41_q51_launches.load(std::memory_order_relaxed); }
 bool matvec_reads_padded_q80() { return MINFER_MATVEC_DP4A != 0; }
 uint64_t matvec_pair_launches() { return g_pair_launches.load(std::memory_order_relaxed); }
 

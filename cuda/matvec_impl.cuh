@@ -1520,6 +1520,25 @@ __device__ __forceinline__ int4 block_input(DpXBlock& x, const uint8_t* xq, int 
 struct DpX40 : DpXBlock {
     int ofs;  // the codes' offset times the block's input sum: 16 * 8 S for q4_0 (in its 16x scale), 16 S for DpQ50G
 };
+// 16 (256 a + b), a and b the sums of code x hi and code x lo over a 4-bit block (q4_0, q4_1) whose qs
+// words are c[0 .. 3] (qs[4k .. 4k + 3]: low nibbles columns 4k .. 4k + 3, high nibbles 16 + 4k ..): the
+// high nibbles stay in place (16 q), the low ones' products are scaled by 16 instead. |4096 a0|,
+// |256 a1| <= 2^27 (16 codes of 15, digits of 128) and the low digits' terms stay below 2^20, so the s32
+// sum is exact with room for an offset below 2^27.
+__device__ __forceinline__ int q4_sums16(const uint32_t (&c)[4], const DpXBlock& x) {
+    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const uint32_t lo = c[k] & 0x0F0F0F0Fu, hi = c[k] & 0xF0F0F0F0u;
+        a0 = dp4a_us(lo, xh0[k], a0);
+        b0 = dp4a_us(lo, xl0[k], b0);
+        a1 = dp4a_us(hi, xh1[k], a1);
+        b1 = dp4a_us(hi, xl1[k], b1);
+    }
+    return 4096 * a0 + 16 * b0 + 256 * a1 + b1;
+}
 __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p, const DpX40& x) {
     const uint32_t w[8] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
     const int q = p >> 1;
@@ -1528,22 +1547,12 @@ __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p
     for (int k = 0; k < 5; ++k) v[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
     const bool odd = p & 1;
     const uint32_t d16 = odd ? v[0] >> 16 : v[0] & 0xFFFFu;
-    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
-    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
-    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+    uint32_t c[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        const uint32_t c = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
-        const uint32_t lo = c & 0x0F0F0F0Fu, hi = c & 0xF0F0F0F0u;
-        a0 = dp4a_us(lo, xh0[k], a0);
-        b0 = dp4a_us(lo, xl0[k], b0);
-        a1 = dp4a_us(hi, xh1[k], a1);
-        b1 = dp4a_us(hi, xl1[k], b1);
-    }
-    // 16 times the dot product: |4096 a0|, |256 a1| <= 2^27 (16 codes of 15, digits of 128), the low
-    // digits' terms below 2^20, the offset below 2^27: the int32 sum stays exact, its conversion to f32
+    for (int k = 0; k < 4; ++k) c[k] = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
+    // 16 times the dot product, less 16 times the offset (below 2^27: q4_sums16); its conversion to f32
     // rounds at most 2^-24.
-    return f16_lo(d16) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
+    return f16_lo(d16) * x.dx * static_cast<float>(q4_sums16(c, x) - x.ofs) * 0.0625f;
 }
 // q4_0 (above): 8 blocks of 18 bytes a group, unit p = block p.
 struct DpQ40 {
@@ -1615,6 +1624,24 @@ struct DpQ80G {
 // are its conversion to f32 and the f32 scaling, as for DpQ80G.
 // spread4(v): the low 4 bits of v to bit 0 of each of the 4 bytes (bit i to byte i).
 __host__ __device__ __forceinline__ uint32_t spread4(uint32_t v) { return ((v & 0xFu) * 0x00204081u) & 0x01010101u; }
+// 256 a + b, a and b the sums of code x hi and code x lo over a 5-bit block (q5_0, q5_1) whose qs words
+// are q[0 .. 3] and fifth bits qh (bit j: column j's bit 4): codes 0 .. 31, nibble | fifth bit << 4, as
+// unsigned bytes. |a| <= 32 * 31 * 128 < 2^17, so the s32 sum is exact with room for an offset below 2^27.
+__device__ __forceinline__ int q5_sums(const uint32_t (&q)[4], uint32_t qh, const DpXBlock& x) {
+    const uint32_t h0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, l0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t h1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, l1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a = 0, b = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {  // qs[4k .. 4k + 3]: columns 4k .. 4k + 3 (low nibbles) and 16 + 4k .. (high)
+        const uint32_t lo = (q[k] & 0x0F0F0F0Fu) | (spread4(qh >> (4 * k)) << 4);
+        const uint32_t hi = ((q[k] >> 4) & 0x0F0F0F0Fu) | (spread4(qh >> (16 + 4 * k)) << 4);
+        a = dp4a_us(lo, h0[k], a);
+        b = dp4a_us(lo, l0[k], b);
+        a = dp4a_us(hi, h1[k], a);
+        b = dp4a_us(hi, l1[k], b);
+    }
+    return 256 * a + b;
+}
 struct DpQ50G {
     static constexpr int kGroup = kQ50GroupBytes;
     struct W {
@@ -1634,20 +1661,71 @@ struct DpQ50G {
         return x;
     }
     __device__ static float dot(const W& w, int, const X& x) {
-        const uint32_t q[4] = {w.qs.x, w.qs.y, w.qs.z, w.qs.w};
-        const uint32_t h0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, l0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
-        const uint32_t h1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, l1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
-        int a = 0, b = 0;
+        return f16_lo(w.d) * x.dx * static_cast<float>(q5_sums({w.qs.x, w.qs.y, w.qs.z, w.qs.w}, w.qh, x) - x.ofs);
+    }
+};
+
+// ---- q4_1 and q5_1 by dp4a on direct loads of the file's blocks (int8 input, one column) -------------------
+//
+// Their blocks are 4-byte aligned (q4_1: d, m, qs[16], 20 bytes) and 8-byte aligned (q5_1: d, m, qh[4],
+// qs[16], 24 bytes), so wherever a row starts 16-byte aligned (cols a multiple of 128 for q4_1, of 64 for
+// q5_1: matvec_int8_takes in cuda/matvec.cu) block 8 G + p of it lies in two 16-byte units of the row, as
+// q4_0's 8-block groups do: q4_1's at byte 20 p of its group, words p & 3 .. of units p + p / 4 and the
+// next; q5_1's at byte 24 p, words 2 (p & 1) .. of units 3 p / 2 and the next. Read straight from the
+// file's bytes (no copy), the 8 threads of a group issuing 16 loads for its 10 or 12 units, the repeats
+// served by L2; the dp4a kernel takes the rows a block (32 columns) a thread as it takes q4_0's. A short
+// last group (cols not a multiple of 256) ends the row: kBlockBytes tells the kernel the rows are the
+// file's, blocks back to back (dp4a_row_bytes).
+// Per block, with S the input block's sum of 256 hi + lo from its record: y = dx (d (256 a + b) + m S)
+// (a, b as q4_sums16 and q5_sums take them, exact in s32), the offset's term in f32 beside the codes'.
+struct DpXMin : DpXBlock {
+    float s;  // S, exact in f32 (|S| <= 32 * 32512 < 2^20)
+};
+__device__ __forceinline__ DpXMin min_block_input(const uint8_t* xq, int cols, const int4* rec, int c) {
+    DpXMin x;
+    const int4 m = block_input(x, xq, cols, rec, c);
+    x.s = static_cast<float>(m.y + m.z);
+    return x;
+}
+struct DpQ41 {
+    static constexpr int kGroup = 8 * 20, kBlockBytes = 20;
+    struct W {
+        uint4 a, b;  // the 16-byte units p + p / 4 and the next of the group
+    };
+    __device__ static W load(const uint8_t* g, int p) {
+        const uint4* u = reinterpret_cast<const uint4*>(g) + p + (p >> 2);
+        return {ld_stream(u), ld_stream(u + 1)};
+    }
+    using X = DpXMin;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) { return min_block_input(xq, cols, rec, c); }
+    __device__ static float dot(const W& w, int p, const X& x) {
+        const uint32_t u[8] = {w.a.x, w.a.y, w.a.z, w.a.w, w.b.x, w.b.y, w.b.z, w.b.w};
+        const int q = p & 3;
+        uint32_t v[5];  // u[q .. q + 4]: {d, m}, then qs
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {  // qs[4k .. 4k + 3]: columns 4k .. 4k + 3 (low nibbles) and 16 + 4k .. (high)
-            const uint32_t lo = (q[k] & 0x0F0F0F0Fu) | (spread4(w.qh >> (4 * k)) << 4);
-            const uint32_t hi = ((q[k] >> 4) & 0x0F0F0F0Fu) | (spread4(w.qh >> (16 + 4 * k)) << 4);
-            a = dp4a_us(lo, h0[k], a);
-            b = dp4a_us(lo, l0[k], b);
-            a = dp4a_us(hi, h1[k], a);
-            b = dp4a_us(hi, l1[k], b);
-        }
-        return f16_lo(w.d) * x.dx * static_cast<float>(256 * a + b - x.ofs);
+        for (int k = 0; k < 5; ++k) v[k] = q == 0 ? u[k] : q == 1 ? u[k + 1] : q == 2 ? u[k + 2] : u[k + 3];
+        const uint32_t c[4] = {v[1], v[2], v[3], v[4]};
+        // 16 (256 a + b) below 2^28 (q4_sums16): its conversion to f32 rounds at most 2^-24
+        return x.dx * (f16_lo(v[0]) * static_cast<float>(q4_sums16(c, x)) * 0.0625f + f16_hi(v[0]) * x.s);
+    }
+};
+struct DpQ51 {
+    static constexpr int kGroup = 8 * 24, kBlockBytes = 24;
+    struct W {
+        uint4 a, b;  // the 16-byte units 3 p / 2 and the next of the group
+    };
+    __device__ static W load(const uint8_t* g, int p) {
+        const uint4* u = reinterpret_cast<const uint4*>(g) + (3 * p >> 1);
+        return {ld_stream(u), ld_stream(u + 1)};
+    }
+    using X = DpXMin;
+    __device__ static X input(const uint8_t* xq, int cols, const int4* rec, int c, int) { return min_block_input(xq, cols, rec, c); }
+    __device__ static float dot(const W& w, int p, const X& x) {
+        const bool odd = p & 1;  // the block at word 2 of the first unit (p odd) or word 0: {d, m}, qh, then qs
+        const uint32_t dm = odd ? w.a.z : w.a.x, qh = odd ? w.a.w : w.a.y;
+        const uint32_t q[4] = {odd ? w.b.x : w.a.z, odd ? w.b.y : w.a.w, odd ? w.b.z : w.b.x, odd ? w.b.w : w.b.y};
+        // 256 a + b below 2^26 (q5_sums): its conversion to f32 rounds at most 2^-24
+        return x.dx * (f16_lo(dm) * static_cast<float>(q5_sums(q, qh, x)) + f16_hi(dm) * x.s);
     }
 };
 
@@ -1702,12 +1780,19 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 // the kernel as measured (its registers unchanged).
 // dp4a_rows is the body of matvec_dp4a_kernel (below) for one row group: R rows of segment si from global row
 // g0, by thread tid of its kLanes; matvec_dp4a_mixed_kernel runs it in the format of each CTA's segment.
+// The bytes of a row of `cols` columns in format F: whole groups, a padded last one (DpQ80G's copies), or
+// the file's blocks back to back where the format reads those (F::kBlockBytes: DpQ41, DpQ51).
+template <class F>
+__host__ __device__ constexpr int64_t dp4a_row_bytes(int64_t cols) {
+    if constexpr (requires { F::kBlockBytes; }) return cols / 32 * F::kBlockBytes;
+    else return (cols + 255) / 256 * F::kGroup;
+}
 template <class F, int R, int kLanes, bool kPrefetch>
 __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g0, int tid, const uint8_t* __restrict__ xq, int cols,
                                           bool accumulate) {
     using W = typename F::W;
     const int64_t r0 = g0 - segment_start(seg, si), rows = segment_end(seg, si) - segment_start(seg, si);
-    const int64_t row_bytes = static_cast<int64_t>((cols + 255) / 256) * F::kGroup;  // a padded last group (DpQ80G's copies)
+    const int64_t row_bytes = dp4a_row_bytes<F>(cols);
     const int p = tid & 7, n = cols / 32;  // p = c & 7 for every unit c of the thread
     const uint8_t* wr[R];  // group 0 of each row
 #pragma unroll

@@ -615,7 +615,15 @@ TEST_SUITE("cuda") {
                 // The int8 family always has the path; q5_K for one column where built with it (cuda/matvec.cu).
                 const bool int8_family = !padded && (t == Type::Q4_0 || t == Type::Q8_0 || t == Type::Q4_K || t == Type::Q6_K);
                 if (int8_family) REQUIRE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 8));
-                if (device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(kt), 1)) {
+                // q4_1 and q5_1: one column, on rows that start 16-byte aligned (cols a multiple of 128 and 64),
+                // where the build has their dp4a kernel (MINFER_DP4A_Q41_Q51)
+                if (t == Type::Q4_1 || t == Type::Q5_1) {
+                    const bool built = device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(t), 1);
+                    CHECK_FALSE(device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(t), 2));
+                    CHECK(device::testing::cuda_matvec_int8_takes(static_cast<int32_t>(t), 1, cols) ==
+                          (built && cols % (t == Type::Q4_1 ? 128 : 64) == 0));
+                }
+                if (device::testing::cuda_matvec_int8_takes(static_cast<int32_t>(kt), 1, cols)) {
                     INFO("int8 path");
                     std::vector<float> xu;
                     const auto y8 = device::testing::cuda_matvec_int8(static_cast<int32_t>(kt), bytes.data(), bytes.size(), rows, cols, x, &xu);
@@ -1711,6 +1719,35 @@ TEST_SUITE("cuda") {
         }
         const K23Copy off(0);
         no_copies_when_off("q3_K", device::testing::cuda_k23_copied, device::testing::cuda_k23_reads);
+    }
+
+    // MINFER_DP4A_Q41_Q51 (cuda/matvec.cu): the one-input dp4a kernel on q4_1's and q5_1's own blocks (no
+    // copy). The tiny presets' 256-column rows are whole groups; qwen2-tiny-narrow's 384-column ones end in
+    // a half group (4 blocks: q4_1's rows start 16-byte aligned at every 128 columns, q5_1's at every 64).
+    // The whole-model comparison against float64 with matvec_int8 on (single tokens through the kernel,
+    // the hook counting its launches, so a forward that never takes it fails) and off (no launch then), and
+    // a batch against the CPU.
+    TEST_CASE("q4_1 and q5_1 by the one-token dp4a mat-vec on the file's blocks: against float64, batches") {
+        if (!device::testing::cuda_matvec_int8_supported(static_cast<int32_t>(Type::Q4_1), 1)) {
+            MESSAGE("SKIPPED: this build has no dp4a mat-vec for q4_1 and q5_1 (-DMINFER_DP4A_Q41_Q51=0)");
+            return;
+        }
+        auto none = []() -> uint64_t { return 0; };  // no copies: the kernel reads the file's blocks
+        for (const CopyCase& k : {CopyCase{"qwen2-tiny", "q4_1", 0}, CopyCase{"qwen3-tiny", "q5_1", 0}, CopyCase{"qwen2-tiny-tied", "q5_1", 0},
+                                  CopyCase{"qwen2-tiny-narrow", "q4_1", 0}, CopyCase{"qwen2-tiny-narrow", "q5_1", 0}})
+            for (const char* int8 : {"true", "false"}) {
+                CAPTURE(k.preset);
+                CAPTURE(k.mix);
+                CAPTURE(int8);
+                const CopyRun run = copies_against_reference(synth_model(k.preset, k.mix), int8, std::string(k.preset) + " " + k.mix + " dp4a",
+                                                             none, device::testing::cuda_q41_q51_reads);
+                if (std::string(int8) == "true") CHECK(run.read > 0);
+                else CHECK(run.read == 0);
+            }
+        for (const char* mix : {"q4_1", "q5_1"}) {
+            CAPTURE(mix);
+            batch_against_cpu(mix);
+        }
     }
 
     TEST_CASE("q6_K copied padded for the one-token mat-vec (MINFER_Q6K_PAD): against float64, batches, none when off") {

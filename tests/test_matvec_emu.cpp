@@ -794,7 +794,12 @@ void check_dp4a(std::initializer_list<int64_t> blocks, uint64_t seed) {
                     T == mv::kQ8_0G, mv::DpQ80G,
                     std::conditional_t<
                         T == mv::kQ5_0G, mv::DpQ50G,
-                        std::conditional_t<T == mv::kQ2_KP, mv::DpQ2KP, std::conditional_t<T == mv::kQ3_KP, mv::DpQ3KP, mv::DpK<T == Type::Q5_K>>>>>>>>;
+                        std::conditional_t<
+                            T == mv::kQ2_KP, mv::DpQ2KP,
+                            std::conditional_t<
+                                T == mv::kQ3_KP, mv::DpQ3KP,
+                                std::conditional_t<T == Type::Q4_1, mv::DpQ41,
+                                                   std::conditional_t<T == Type::Q5_1, mv::DpQ51, mv::DpK<T == Type::Q5_K>>>>>>>>>>;
     check_cta_rows<T>(
         blocks, seed, [](int64_t) { return std::vector<std::vector<int64_t>>{{5}, {8, 4, 7}, {12, 9}}; },
         [](const auto& w, const auto& rows, int64_t cols, const uint8_t* xq, const Config& cfg, const auto* in, auto check) {
@@ -831,6 +836,15 @@ TEST_CASE("emulated mat-vec: q5_K by the dp4a kernel on the int8 input matches f
 // blocks.
 TEST_CASE("emulated mat-vec: q4_0 by dp4a on direct loads of 8-block groups matches float64") {
     check_dp4a<Type::Q4_0>({8, 16, 136, 152}, 9393);
+}
+
+// q4_1 and q5_1 on direct loads of the file's blocks (rows 16-byte aligned: multiples of 4 and 2 blocks).
+// Rows of whole 8-block groups and rows ending in a short one (q4_1: 4 blocks; q5_1: 2, 4 and 6), 28
+// blocks (the 0.5B's 896 columns), and rows of more units than a CTA has threads (a second round). The
+// matrices end at their last block, so a load past one fails the emulator's bounds check.
+TEST_CASE("emulated mat-vec: q4_1 and q5_1 by dp4a on direct loads of the file's blocks match float64") {
+    SUBCASE("q4_1") { check_dp4a<Type::Q4_1>({4, 8, 12, 16, 28, 140}, 9411); }
+    SUBCASE("q5_1") { check_dp4a<Type::Q5_1>({2, 6, 8, 12, 14, 28, 138}, 9511); }
 }
 
 // q6_K on direct loads (210-byte blocks at every even address: a block's shift in its aligned 8 bytes

@@ -250,6 +250,8 @@ uint64_t cuda_q50g_reads();
 int cuda_k23_copy(int mode);
 uint64_t cuda_k23_copied();
 uint64_t cuda_k23_reads();
+// The one-input dp4a mat-vec's launches on q4_1 and q5_1 matrices (MINFER_DP4A_Q41_Q51) so far.
+uint64_t cuda_q41_q51_reads();
 // Whether this build's one-input int8 mat-vec reads grouped q8_0 rows with a padded last group (its dp4a
 // kernel; no copy of such rows is made where it does not).
 bool cuda_matvec_padded_q80();
@@ -275,6 +277,9 @@ int cuda_compute_capability();
 bool cuda_attention_wgmma_knob();
 // Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).
 bool cuda_matvec_int8_supported(int32_t type, int ncols);
+// Whether it takes a matrix of `type` and `cols` columns (cuda::matvec_int8_takes: q4_1 and q5_1 on rows
+// that start 16-byte aligned only).
+bool cuda_matvec_int8_takes(int32_t type, int ncols, int64_t cols);
 // y = W x for `rows` rows of `cols` elements of `type` (bytes: the rows, back to back) by the decode
 // mat-vec, or by its reference kernel; y is poisoned with NaN before the launch. type
 // quant::Type::Q8_0_GROUPED_DEVICE: the bytes are q8_0's, regrouped on the device (cuda::q80_group) before

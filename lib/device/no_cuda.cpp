@@ -48,6 +48,7 @@ uint64_t device::testing::cuda_free_bytes() { no_cuda(); }
 int device::testing::cuda_compute_capability() { no_cuda(); }
 bool device::testing::cuda_attention_wgmma_knob() { no_cuda(); }
 bool device::testing::cuda_matvec_int8_supported(int32_t, int) { no_cuda(); }
+bool device::testing::cuda_matvec_int8_takes(int32_t, int, int64_t) { no_cuda(); }
 std::vector<float> device::testing::cuda_matvec(int32_t, const void*, uint64_t, int64_t, int64_t, const std::vector<float>&, bool) {
     no_cuda();
 }
@@ -84,6 +85,7 @@ uint64_t device::testing::cuda_q50g_reads() { no_cuda(); }
 int device::testing::cuda_k23_copy(int) { no_cuda(); }
 uint64_t device::testing::cuda_k23_copied() { no_cuda(); }
 uint64_t device::testing::cuda_k23_reads() { no_cuda(); }
+uint64_t device::testing::cuda_q41_q51_reads() { no_cuda(); }
 bool device::testing::cuda_matvec_padded_q80() { no_cuda(); }
 bool device::testing::cuda_matvec_pair_knob() { no_cuda(); }
 uint64_t device::testing::cuda_matvec_pair_launches() { no_cuda(); }
