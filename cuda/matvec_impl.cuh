@@ -2211,7 +2211,7 @@ struct DpQ2KP : DpK23Input {
 // blocks: 4-byte aligned for q2_K, 16-byte for q3_K), one thread a block (cuda/matvec.cu's k23_arrange).
 template <bool kQ3>
 __device__ __forceinline__ void k23_arrange_one(const uint8_t* src, uint8_t* dst, int64_t b) {
-    constexpr int kIn = kQ3 ? 110 : 84, kOut = kQ3 ? kQ3KPBlockBytes : kQ2KPBlockBytes;
+    constexpr int kIn = static_cast<int>(kQ3 ? sizeof(quant::BlockQ3_K) : sizeof(quant::BlockQ2_K)), kOut = kQ3 ? kQ3KPBlockBytes : kQ2KPBlockBytes;
     alignas(16) uint8_t out[kOut];
     k23_arrange_block(kQ3, src + b * kIn, out);
     uint32_t* d = reinterpret_cast<uint32_t*>(dst + b * kOut);
