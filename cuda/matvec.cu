@@ -22,7 +22,9 @@
 //    load straight into registers; the output projection 1.31x faster than from the file's bytes), q8_0
 //    regrouped in place or copied grouped (mv::kQ8_0G: each block's codes 16-byte aligned) and q5_0's
 //    grouped copies (mv::kQ5_0G, the only int8 path q5_0 has), q2_K's and q3_K's copies with each input
-//    block's codes together (mv::kQ2_KP, kQ3_KP: their only int8 path), and q6_K without a copy on launches of
+//    block's codes together (mv::kQ2_KP, kQ3_KP: their only int8 path), q4_1 and q5_1 on the file's blocks
+//    (4- and 8-byte aligned: two 16-byte units each; built with -DMINFER_DP4A_Q41_Q51=1, off until
+//    measured), and q6_K without a copy on launches of
 //    65,536 rows or more (the output projection: aligned 8-byte words around its 2-byte aligned fields,
 //    11% faster there); q6_K's other launches, q8_0 without a grouped layout and q4_0 on other rows by
 //    matvec_staged_kernel (their 2-byte aligned blocks staged per warp through shared memory).
@@ -212,7 +214,8 @@ void launch_mma(const Segments& seg, int64_t cols, const float* x, const float* 
 #ifndef MINFER_DP4A_Q6K_PREFETCH
 #define MINFER_DP4A_Q6K_PREFETCH 0
 #endif
-// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ6K q6_K),
+// F: the block format of matvec_dp4a_kernel (DpK<false> q4_K, DpK<true> q5_K, DpQ40 q4_0, DpQ6K q6_K,
+// DpQ41 q4_1, DpQ51 q5_1, and the load's copies: DpQ6KP, DpQ80G, DpQ50G, DpQ2KP, DpQ3KP),
 // whose threads take 32 columns of a row each (cols / 32 of them a row) whatever the format.
 // The padded q6_K copy's kernel (DpQ6KP, MINFER_Q6K_PAD in cuda/model.cuh) has knobs of its own, the
 // q4_K kernel's by default: -DMINFER_DP4A_Q6KP_ROWS=N, -DMINFER_DP4A_Q6KP_PREFETCH=-1 (the policy), 0 or 1,
@@ -538,7 +541,7 @@ void matvec_impl(Type t, int n, const void* const* w, const int64_t* rows, int64
                 } else if constexpr (T == Type::Q5_K) {
                     if (xq) launch_dp4a<DpK<true>>(seg, cols, xq, stream, accumulate);  // one column (checked above)
                     else launch_mma<T>(seg, cols, in, x_up, nullptr, stream, accumulate);
-                } else if constexpr (T == Type::Q4_1 || T == Type::Q5_1) {
+                } else if constexpr ((T == Type::Q4_1 || T == Type::Q5_1) && kDp4aQ41Q51) {
                     if (xq) {  // one column, rows 16-byte aligned (checked above)
                         launch_dp4a<std::conditional_t<T == Type::Q4_1, DpQ41, DpQ51>>(seg, cols, xq, stream, accumulate);
                         g_q41_q51_launches.fetch_add(1, std::memory_order_relaxed);

@@ -1520,11 +1520,14 @@ __device__ __forceinline__ int4 block_input(DpXBlock& x, const uint8_t* xq, int 
 struct DpX40 : DpXBlock {
     int ofs;  // the codes' offset times the block's input sum: 16 * 8 S for q4_0 (in its 16x scale), 16 S for DpQ50G
 };
-// 16 (256 a + b), a and b the sums of code x hi and code x lo over a 4-bit block (q4_0, q4_1) whose qs
-// words are c[0 .. 3] (qs[4k .. 4k + 3]: low nibbles columns 4k .. 4k + 3, high nibbles 16 + 4k ..): the
-// high nibbles stay in place (16 q), the low ones' products are scaled by 16 instead. |4096 a0|,
-// |256 a1| <= 2^27 (16 codes of 15, digits of 128) and the low digits' terms stay below 2^20, so the s32
-// sum is exact with room for an offset below 2^27.
+// 16 (256 a + b), a and b the sums of code x hi and code x lo over a 4-bit block whose qs words are
+// c[0 .. 3] (qs[4k .. 4k + 3]: low nibbles columns 4k .. 4k + 3, high nibbles 16 + 4k ..): the high
+// nibbles stay in place (16 q), the low ones' products are scaled by 16 instead. |4096 a0|, |256 a1| <=
+// 2^27 (16 codes of 15, digits of 128) and the low digits' terms stay below 2^20, so the s32 sum is exact
+// with room for an offset below 2^27. q40_block's loop below is the same arithmetic, kept apart: through
+// this function its kernels compiled to other machine code (2026-12-07; the q4_0, q5_0 and every other
+// mat-vec kernel of matvec.cu are byte for byte what 1524654 built and the device measured), so the two
+// share it once a device call has measured the shared form. The same holds for q5_sums and DpQ50G.
 __device__ __forceinline__ int q4_sums16(const uint32_t (&c)[4], const DpXBlock& x) {
     const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
     const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
@@ -1547,12 +1550,22 @@ __device__ __forceinline__ float q40_block(const uint4 u0, const uint4 u1, int p
     for (int k = 0; k < 5; ++k) v[k] = q == 0 ? w[k] : q == 1 ? w[k + 1] : q == 2 ? w[k + 2] : w[k + 3];
     const bool odd = p & 1;
     const uint32_t d16 = odd ? v[0] >> 16 : v[0] & 0xFFFFu;
-    uint32_t c[4];
+    const uint32_t xh0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, xl0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+    const uint32_t xh1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, xl1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+    int a0 = 0, b0 = 0, a1 = 0, b1 = 0;
 #pragma unroll
-    for (int k = 0; k < 4; ++k) c[k] = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
-    // 16 times the dot product, less 16 times the offset (below 2^27: q4_sums16); its conversion to f32
+    for (int k = 0; k < 4; ++k) {
+        const uint32_t c = odd ? v[k + 1] : __funnelshift_r(v[k], v[k + 1], 16);  // qs[4k .. 4k + 3]
+        const uint32_t lo = c & 0x0F0F0F0Fu, hi = c & 0xF0F0F0F0u;
+        a0 = dp4a_us(lo, xh0[k], a0);
+        b0 = dp4a_us(lo, xl0[k], b0);
+        a1 = dp4a_us(hi, xh1[k], a1);
+        b1 = dp4a_us(hi, xl1[k], b1);
+    }
+    // 16 times the dot product: |4096 a0|, |256 a1| <= 2^27 (16 codes of 15, digits of 128), the low
+    // digits' terms below 2^20, the offset below 2^27: the int32 sum stays exact, its conversion to f32
     // rounds at most 2^-24.
-    return f16_lo(d16) * x.dx * static_cast<float>(q4_sums16(c, x) - x.ofs) * 0.0625f;
+    return f16_lo(d16) * x.dx * static_cast<float>(4096 * a0 + 16 * b0 + 256 * a1 + b1 - x.ofs) * 0.0625f;
 }
 // q4_0 (above): 8 blocks of 18 bytes a group, unit p = block p.
 struct DpQ40 {
@@ -1624,9 +1637,10 @@ struct DpQ80G {
 // are its conversion to f32 and the f32 scaling, as for DpQ80G.
 // spread4(v): the low 4 bits of v to bit 0 of each of the 4 bytes (bit i to byte i).
 __host__ __device__ __forceinline__ uint32_t spread4(uint32_t v) { return ((v & 0xFu) * 0x00204081u) & 0x01010101u; }
-// 256 a + b, a and b the sums of code x hi and code x lo over a 5-bit block (q5_0, q5_1) whose qs words
-// are q[0 .. 3] and fifth bits qh (bit j: column j's bit 4): codes 0 .. 31, nibble | fifth bit << 4, as
-// unsigned bytes. |a| <= 32 * 31 * 128 < 2^17, so the s32 sum is exact with room for an offset below 2^27.
+// 256 a + b, a and b the sums of code x hi and code x lo over a 5-bit block whose qs words are q[0 .. 3]
+// and fifth bits qh (bit j: column j's bit 4): codes 0 .. 31, nibble | fifth bit << 4, as unsigned bytes.
+// |a| <= 32 * 31 * 128 < 2^17, so the s32 sum is exact with room for an offset below 2^27. DpQ50G's dot
+// is the same arithmetic, kept apart for now (q4_sums16 says why).
 __device__ __forceinline__ int q5_sums(const uint32_t (&q)[4], uint32_t qh, const DpXBlock& x) {
     const uint32_t h0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, l0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
     const uint32_t h1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, l1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
@@ -1661,7 +1675,20 @@ struct DpQ50G {
         return x;
     }
     __device__ static float dot(const W& w, int, const X& x) {
-        return f16_lo(w.d) * x.dx * static_cast<float>(q5_sums({w.qs.x, w.qs.y, w.qs.z, w.qs.w}, w.qh, x) - x.ofs);
+        const uint32_t q[4] = {w.qs.x, w.qs.y, w.qs.z, w.qs.w};
+        const uint32_t h0[4] = {x.h0.x, x.h0.y, x.h0.z, x.h0.w}, l0[4] = {x.l0.x, x.l0.y, x.l0.z, x.l0.w};
+        const uint32_t h1[4] = {x.h1.x, x.h1.y, x.h1.z, x.h1.w}, l1[4] = {x.l1.x, x.l1.y, x.l1.z, x.l1.w};
+        int a = 0, b = 0;
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {  // qs[4k .. 4k + 3]: columns 4k .. 4k + 3 (low nibbles) and 16 + 4k .. (high)
+            const uint32_t lo = (q[k] & 0x0F0F0F0Fu) | (spread4(w.qh >> (4 * k)) << 4);
+            const uint32_t hi = ((q[k] >> 4) & 0x0F0F0F0Fu) | (spread4(w.qh >> (16 + 4 * k)) << 4);
+            a = dp4a_us(lo, h0[k], a);
+            b = dp4a_us(lo, l0[k], b);
+            a = dp4a_us(hi, h1[k], a);
+            b = dp4a_us(hi, l1[k], b);
+        }
+        return f16_lo(w.d) * x.dx * static_cast<float>(256 * a + b - x.ofs);
     }
 };
 
@@ -1766,7 +1793,8 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 
 // Segments as for the MMA kernel, each boundary a multiple of R (a row group's R rows lie in one segment);
 // rows of whole 256-column groups (cols / 32 units a row), the last one padded where cols is not a
-// multiple of 256 (DpQ80G and DpQ50G on the load's grouped copies; the other formats take whole rows only).
+// multiple of 256 (DpQ80G and DpQ50G on the load's grouped copies), or short (DpQ41 and DpQ51 on the
+// file's rows: dp4a_row_bytes); the other formats take whole groups only.
 // kLanes: the threads of a CTA (32, 64 or 128), which split its R rows: thread t takes units t, t + kLanes,
 // ... of every row. On short rows narrower CTAs give each thread more units, over which its fixed costs
 // (addresses, the reduction) are spread.
@@ -1783,9 +1811,9 @@ __device__ __forceinline__ void q50_group_copy_one(const uint8_t* src, uint8_t* 
 // The bytes of a row of `cols` columns in format F: whole groups, a padded last one (DpQ80G's copies), or
 // the file's blocks back to back where the format reads those (F::kBlockBytes: DpQ41, DpQ51).
 template <class F>
-__host__ __device__ constexpr int64_t dp4a_row_bytes(int64_t cols) {
-    if constexpr (requires { F::kBlockBytes; }) return cols / 32 * F::kBlockBytes;
-    else return (cols + 255) / 256 * F::kGroup;
+__host__ __device__ constexpr int64_t dp4a_row_bytes(int cols) {
+    if constexpr (requires { F::kBlockBytes; }) return static_cast<int64_t>(cols / 32) * F::kBlockBytes;
+    else return static_cast<int64_t>((cols + 255) / 256) * F::kGroup;
 }
 template <class F, int R, int kLanes, bool kPrefetch>
 __device__ __forceinline__ void dp4a_rows(const Segments& seg, int si, int64_t g0, int tid, const uint8_t* __restrict__ xq, int cols,

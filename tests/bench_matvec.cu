@@ -9,7 +9,8 @@
 // timed by its own pair of events (a spin kernel first keeps the queue full, so host launch gaps stay
 // out), the median of N (default 60) is reported, after warm-up. GB/s counts weight + x + y bytes.
 // `err` is the relative L2 difference from the reference kernel (matvec_reference) on the same data;
-// the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K; its err includes the
+// the int8 columns time matvec_xq on x quantized beforehand (q4_0, q8_0, q4_K, q6_K, q5_K, and q4_1 and q5_1
+// where built with MINFER_DP4A_Q41_Q51; its err includes the
 // input's quantization; --cols N times it over N inputs in one launch, the few-token path, its err that
 // of input 0 and its GB/s counting the weights once);
 // Type q8_0g: q8_0 blocks regrouped on the device for the mat-vecs (cuda::q80_group, MINFER_Q80_GROUPS) after
@@ -295,7 +296,7 @@ int main(int argc, char** argv) {
                               100.0 * gbs / copy_gbs, err);
             }
             std::string row = line;
-            if (minfer::cuda::matvec_int8_supported(tc.t, g_ncols)) {
+            if (minfer::cuda::matvec_int8_takes(tc.t, g_ncols, sh.cols)) {
                 ck(cudaMalloc(&g_xq, static_cast<size_t>(g_ncols * minfer::cuda::matvec_xq_bytes(sh.cols))), "cudaMalloc xq");
                 minfer::cuda::quantize_x(x, nullptr, sh.cols, g_xq, s, g_ncols);
                 ck(cudaMemsetAsync(y, 0xff, sh.rows * sizeof(float), s), "poison");

@@ -719,7 +719,7 @@ std::vector<std::vector<float>> run_cta_rows(const std::vector<std::vector<uint8
 }
 
 // F: the block format of matvec_dp4a_kernel (mv::DpK<false> q4_K, mv::DpK<true> q5_K, mv::DpQ40 q4_0,
-// mv::DpQ6K q6_K).
+// mv::DpQ6K q6_K, and the others check_dp4a names).
 // kGang: one-warp row groups a CTA (kLanes 32), so a CTA's R kGang rows may span segments.
 template <class F, int R, int kLanes, bool kPrefetch, int kGang = 1>
 std::vector<std::vector<float>> run_dp4a(const std::vector<std::vector<uint8_t>>& w, const std::vector<int64_t>& rows, int64_t cols,

@@ -275,7 +275,7 @@ uint64_t cuda_free_bytes();
 int cuda_compute_capability();
 // Whether this build lets the prefill attention's wgmma kernel run (-DMINFER_ATTN_WGMMA, default on).
 bool cuda_attention_wgmma_knob();
-// Whether the decode mat-vec's int8 path takes `type` for ncols input columns (cuda::matvec_int8_supported).
+// Whether the decode mat-vec's int8 path has `type` for ncols input columns (cuda::matvec_int8_supported).
 bool cuda_matvec_int8_supported(int32_t type, int ncols);
 // Whether it takes a matrix of `type` and `cols` columns (cuda::matvec_int8_takes: q4_1 and q5_1 on rows
 // that start 16-byte aligned only).
@@ -293,7 +293,7 @@ bool cuda_matvec_int8_takes(int32_t type, int ncols, int64_t cols);
 std::vector<float> cuda_matvec(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                const std::vector<float>& x, bool reference = false);
 // The same by the int8 path: x quantized on the device (quantize_x), then matvec_xq; x_used receives x
-// as the kernel saw it (d (256 hi + lo) per column). Types with matvec_int8_supported only. ncols > 1:
+// as the kernel saw it (d (256 hi + lo) per column). Types and widths with matvec_int8_takes only. ncols > 1:
 // x holds ncols inputs of cols values (one launch for all, the few-token path); y is [ncols][rows].
 std::vector<float> cuda_matvec_int8(int32_t type, const void* bytes, uint64_t n_bytes, int64_t rows, int64_t cols,
                                     const std::vector<float>& x, std::vector<float>* x_used, int ncols = 1);
