@@ -39,8 +39,8 @@ void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* row
 void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y,
                    cudaStream_t stream, bool accumulate = false);
 // The int8 path of the decode mat-vec (q4_0, q8_0 and its grouped layout, q4_K, q6_K, and for one input
-// the types and copies matvec_int8_supported lists; cols a multiple of 32, matvec_int8_takes): the input is quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by
-// quantize_x, or by rms_norm's xq output, and every matrix that multiplies it reads xq: two int8 digits
+// the types and copies matvec_int8_supported lists; the widths matvec_int8_takes allows): the input is
+// quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by quantize_x, or by rms_norm's xq output, and every matrix that multiplies it reads xq: two int8 digits
 // per value (about 15 bits, cuda/matvec_impl.cuh) and integer tensor-core products, an error of about
 // 1e-5 of the largest input value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
 //
@@ -49,7 +49,7 @@ void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, flo
 // for `rows` > 1 rows; every weight is then read once for all of them, and y[i] is [ncols][rows[i]],
 // token-major as the GEMMs write it.
 constexpr int kMatvecMaxCols = 8;  // mv::kColsN
-// Whether the int8 path has type t for ncols input columns (whatever the row length): the four types above for 1 to
+// Whether the int8 path has type t for ncols input columns (at some row length): the four types above for 1 to
 // kMatvecMaxCols, and q5_K, q4_1, q5_1, padded q6_K (mv::kQ6_KP, q6k_pad below), grouped q5_0 (mv::kQ5_0G,
 // q50_group_copy below) and arranged q2_K and q3_K (mv::kQ2_KP, kQ3_KP, k23_arrange below) for one
 // (q5_K unless built with -DMINFER_DP4A_Q5K=0, q4_1 and q5_1 with -DMINFER_DP4A_Q41_Q51=1, cuda/matvec.cu;

@@ -586,8 +586,10 @@ bool matvec_int8_supported(Type t, int ncols) {
 
 bool matvec_int8_takes(Type t, int ncols, int64_t cols) {
     if (!matvec_int8_supported(t, ncols) || cols % 32 != 0) return false;
-    if (t == Type::Q4_1) return cols % 128 == 0;  // 4 blocks of 20 bytes: rows 16-byte aligned (DpQ41)
-    if (t == Type::Q5_1) return cols % 64 == 0;   // 2 blocks of 24 bytes (DpQ51)
+    // DpQ41 and DpQ51 read the file's rows where they lie: each must start 16-byte aligned (every 128
+    // columns for q4_1, 64 for q5_1)
+    if (t == Type::Q4_1) return dp4a_row_bytes<DpQ41>(static_cast<int>(cols)) % 16 == 0;
+    if (t == Type::Q5_1) return dp4a_row_bytes<DpQ51>(static_cast<int>(cols)) % 16 == 0;
     return true;
 }
 
