@@ -253,7 +253,7 @@ TEST_SUITE("json") {
         std::remove(path.c_str());
     }
 
-    TEST_CASE("a large vocabulary-like document parses quickly") {
+    TEST_CASE("a large vocabulary-like document parses in linear time") {
         // ~160k members and ~150k pairs, about the shape and size of a Qwen tokenizer.json.
         std::string s = "{\"vocab\": {";
         for (int i = 0; i < 160000; ++i) s += (i ? ",\"tok" : "\"tok") + std::to_string(i) + "\\u0120\\ud83d\\ude00\":" + std::to_string(i);
@@ -267,7 +267,9 @@ TEST_SUITE("json") {
         REQUIRE(v.find("vocab")->size() == 160000);
         CHECK(v.find("vocab")->keys()[7] == "tok7\xc4\xa0\xf0\x9f\x98\x80");
         CHECK(v.find("merges")->size() == 150000);
-        CHECK(secs < 5.0);  // generous: sanitizer builds are slow
+        // Not a speed figure (the ASan build parses it in about a second): a guard against quadratic work,
+        // which on 8 MB would take hours; loose enough for a loaded 2-core CI machine.
+        CHECK(secs < 60.0);
     }
 }
 
