@@ -576,7 +576,11 @@ TEST_SUITE("batch") {
             minfer_batch_event e[4];
             size_t k = 0;
             started = true;
-            CHECK(minfer_batch_step(b, 2000, e, 4, &k) == MINFER_OK);
+            // BUSY cuts both ways: one of the main thread's polling steps below may hold the batch when this
+            // one comes in; then it tries again.
+            minfer_status st = MINFER_ERR_BUSY;
+            for (int i = 0; i < 1000 && st == MINFER_ERR_BUSY; ++i) st = minfer_batch_step(b, 2000, e, 4, &k);
+            CHECK(st == MINFER_OK);
         });
         while (!started) std::this_thread::yield();
         // Until the waiter is inside its step (on a loaded machine it may start late; a step before that
@@ -723,7 +727,10 @@ TEST_SUITE("concurrency") {
         CHECK(seen.size() == added.size());  // no events for an id that was not added
         for (uint64_t id : added) {
             CAPTURE(id);
-            REQUIRE(seen.count(id) == 1);
+            if (seen.count(id) == 0) {
+                FAIL_CHECK("no event for a sequence that was added");
+                continue;
+            }
             const Seen& s = seen.at(id);
             CHECK(s.finished);
             CHECK(s.events_after_finish == 0);

