@@ -38,11 +38,11 @@ void matvec_multi(quant::Type t, int n, const void* const* w, const int64_t* row
 // first (the swiglu kernel).
 void matvec_swiglu(quant::Type t, const void* w, int64_t rows, int64_t cols, float* gate, const float* up, float* y,
                    cudaStream_t stream, bool accumulate = false);
-// The int8 path of the decode mat-vec (q4_0, q8_0 and its grouped layout, q4_K, q6_K, and for one input
-// the types and copies matvec_int8_supported lists; the widths matvec_int8_takes allows): the input is
-// quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by quantize_x, or by rms_norm's xq output, and every matrix that multiplies it reads xq: two int8 digits
-// per value (about 15 bits, cuda/matvec_impl.cuh) and integer tensor-core products, an error of about
-// 1e-5 of the largest input value per 32 columns. up (optional): the input is silu(x) * up (the down projection of SwiGLU).
+// The int8 path of the decode mat-vec (q4_0, q8_0 and its grouped layout, q4_K, q6_K; for one input also
+// the types and copies matvec_int8_supported lists, at the widths matvec_int8_takes allows): the input is
+// quantized once into xq (matvec_xq_bytes(cols) bytes, 16-byte aligned) by quantize_x or rms_norm's xq
+// output, and every matrix that multiplies it reads xq: two int8 digits a value (about 15 bits), integer
+// products, an error of about 1e-5 of the largest input per 32 columns. up (optional): input silu(x) * up.
 //
 // Several inputs (a few tokens: ncols of them, up to kMatvecMaxCols) take ncols * matvec_xq_bytes(cols)
 // bytes in a block-interleaved layout (cuda/matvec_impl.cuh, xq_slot) that quantize_x and rms_norm write
