@@ -52,10 +52,10 @@ type Piece struct {
 
 // BatchStats is a snapshot of a Batch.
 type BatchStats struct {
-	Active, Queued                   int // sequences with a place in the forward passes, and waiting
+	Active, Queued                    int // sequences with a place in the forward passes, and waiting
 	LastStepTokens, LastStepSequences int
-	KVPages, KVPagesFree             int // pages of 16 positions
-	Steps, TokensGenerated           uint64
+	KVPages, KVPagesFree              int // pages of 16 positions
+	Steps, TokensGenerated            uint64
 }
 
 // Batch serves many sequences of one model at once (continuous batching): one goroutine steps the

@@ -569,7 +569,9 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	for k := range s.requests {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1] })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i][0] < keys[j][0] || keys[i][0] == keys[j][0] && keys[i][1] < keys[j][1]
+	})
 	for _, k := range keys {
 		fmt.Fprintf(&b, "minfer_requests_total{endpoint=%q,code=%q} %d\n", k[0], k[1], s.requests[k])
 	}
