@@ -437,7 +437,7 @@ typedef struct minfer_batch_params {
     int32_t max_sequences;    /* default 64: sequences in a forward pass at once (1 .. 4096) */
     int32_t max_queue;        /* default 256 (>= 1): sequences waiting for a place; minfer_batch_add beyond: BUSY */
     int32_t max_step_tokens;  /* default 512: tokens per forward pass, >= max_sequences */
-    int32_t n_ctx;            /* default 0: the model's ctx_len option; the most positions of one sequence */
+    int32_t n_ctx;            /* default 0: the model's ctx_len option; the most positions of one sequence (<= 4194304) */
     int64_t kv_tokens;        /* default 0: max(n_ctx, 256 * max_sequences); positions of the shared KV pool */
 } minfer_batch_params;
 MINFER_API void minfer_batch_params_init(minfer_batch_params* params);

@@ -456,6 +456,46 @@ TEST_SUITE("api") {
         minfer_close(m);
     }
 
+    // The CPU backend sets up its threads and their buffers anew when the threads option changes; a setup
+    // that fails (here made to throw std::bad_alloc) must leave the old pair whole, or the next forward
+    // would run the new threads on buffers sized for the old count (ASan sees the overflow).
+    TEST_CASE("a forward whose thread setup fails reports OUT_OF_MEMORY and leaves the context whole") {
+        minfer_model* m = open_cpu(tiny_path());
+        REQUIRE(minfer_set_option(m, "threads", "1") == MINFER_OK);
+        minfer_context *a = nullptr, *b = nullptr;
+        REQUIRE(minfer_context_create(m, &a) == MINFER_OK);
+        REQUIRE(minfer_context_create(m, &b) == MINFER_OK);
+        const int32_t prompt[] = {10, 20, 30, 40, 50, 60, 70, 80};
+        for (minfer_context* c : {a, b}) REQUIRE(minfer_prefill(c, prompt, 8) == MINFER_OK);
+        const std::vector<float> before = logits_of(a, m);
+        REQUIRE(minfer_set_option(m, "threads", "3") == MINFER_OK);
+        int32_t tok = -7;
+        minfer::cpu::testing::fail_next_thread_setups(1);
+        CHECK(minfer_decode(a, &tok) == MINFER_ERR_OUT_OF_MEMORY);
+        minfer::cpu::testing::fail_next_thread_setups(0);
+        CHECK(std::string(minfer_last_error()).find("out of host memory") != std::string::npos);
+        CHECK(tok == -7);
+        CHECK(minfer_context_n_past(a) == 8);
+        CHECK(logits_of(a, m) == before);
+        // Three threads from here on, for both: the same greedy tokens and logits.
+        for (int i = 0; i < 8; ++i) {
+            int32_t x = -1, y = -1;
+            REQUIRE(minfer_decode(a, &x) == MINFER_OK);
+            REQUIRE(minfer_decode(b, &y) == MINFER_OK);
+            CHECK(x == y);
+        }
+        CHECK(logits_of(a, m) == logits_of(b, m));
+        // A context whose setup fails at its creation is not made.
+        minfer_context* c = nullptr;
+        minfer::cpu::testing::fail_next_thread_setups(1);
+        CHECK(minfer_context_create(m, &c) == MINFER_ERR_OUT_OF_MEMORY);
+        minfer::cpu::testing::fail_next_thread_setups(0);
+        CHECK(c == nullptr);
+        minfer_context_free(a);
+        minfer_context_free(b);
+        minfer_close(m);
+    }
+
     TEST_CASE("decode refuses when every token is banned, and changes nothing") {
         minfer_model* m = open_cpu(tiny_path());
         const int32_t n_vocab = minfer_model_n_vocab(m);

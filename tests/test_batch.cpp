@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/cpu_ops.h"         // testing::fail_next_thread_setups
 #include "cuda/batch_runs.h"  // plain C++: the CUDA forward's cut of a batch
 #include "engine/testing.h"
 #include "helpers.h"
@@ -452,6 +453,43 @@ TEST_SUITE("batch") {
         minfer_close(m);
     }
 
+    // A forward can fail with something other than the library's own errors: here the CPU backend's
+    // setup of new threads throws std::bad_alloc. The sequences of that forward fail with
+    // OUT_OF_MEMORY events, the step itself succeeds, and the batch serves the next ones.
+    TEST_CASE("a forward that runs out of host memory fails its sequences alone; the step and the batch go on") {
+        const uint64_t seed = test::seed();
+        CAPTURE(seed);
+        std::mt19937_64 rng(seed);
+        const std::string path = test::tmp_path("batch-oom.gguf");
+        REQUIRE(minfer_synth(path.c_str(), "qwen2-tiny", "q8_0", rng()) == MINFER_OK);
+        minfer_model* m = open_cpu(path);
+        const int vocab = minfer_model_n_vocab(m);
+        const std::vector<int32_t> pa = random_prompt(8, vocab, rng), pb = random_prompt(5, vocab, rng);
+        minfer_batch* b = make_batch(m, 2, 16);
+        std::map<uint64_t, Seen> seen;
+        const uint64_t ida = add(b, pa, 10), idb = add(b, pb, 10);
+        REQUIRE(minfer_set_option(m, "threads", "3") == MINFER_OK);  // the next forward sets the backend up anew
+        minfer::cpu::testing::fail_next_thread_setups(1);
+        step(b, seen);  // (it requires MINFER_OK)
+        minfer::cpu::testing::fail_next_thread_setups(0);
+        for (uint64_t id : {ida, idb}) {
+            CAPTURE(id);
+            CHECK(seen[id].finished);
+            CHECK(seen[id].status == MINFER_ERR_OUT_OF_MEMORY);
+            CHECK(seen[id].tokens.empty());
+        }
+        CHECK(stats(b).active == 0);
+        CHECK(stats(b).kv_pages_free == stats(b).kv_pages);
+        // The batch goes on, on three threads: a sequence gives the tokens it gives alone.
+        const Alone a = run_alone(m, pa, 10, nullptr);
+        const uint64_t idc = add(b, pa, 10);
+        for (int i = 0; i < 100 && !seen[idc].finished; ++i) step(b, seen);
+        CHECK(seen[idc].status == MINFER_OK);
+        check_same_tokens(seen[idc].tokens, a, true);
+        minfer_batch_free(b);
+        minfer_close(m);
+    }
+
     TEST_CASE("a burst of long prompts waits for pages instead of starving the running sequences") {
         const uint64_t seed = test::seed();
         CAPTURE(seed);
@@ -504,6 +542,10 @@ TEST_SUITE("batch") {
         bp.max_sequences = 8;
         bp.max_step_tokens = 4;
         CHECK(minfer_batch_create(m, &bp, &b) == MINFER_ERR_INVALID_ARGUMENT);
+        bp.max_step_tokens = 512;
+        bp.n_ctx = (1 << 22) + 1;  // past the ctx_len option's bound: refused, not left to fail every step
+        CHECK(minfer_batch_create(m, &bp, &b) == MINFER_ERR_INVALID_ARGUMENT);
+        CHECK(std::string(minfer_last_error()).find("n_ctx") != std::string::npos);
         CHECK(b == nullptr);
 
         b = make_batch(m, 2, 8, 0, 64, 2);

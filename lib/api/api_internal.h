@@ -21,6 +21,7 @@ struct minfer_context {
 
 namespace minfer::api {
 
+using minfer::current_error;
 using minfer::Error;
 using minfer::fail;
 
@@ -40,14 +41,13 @@ inline minfer_status guard(F&& f) noexcept {
     try {
         f();
         return MINFER_OK;
-    } catch (const Error& e) {
-        return set_error(e.status(), e.what());
-    } catch (const std::bad_alloc&) {
-        return set_error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
-    } catch (const std::exception& e) {
-        return set_error(MINFER_ERR_INTERNAL, e.what());
     } catch (...) {
-        return set_error(MINFER_ERR_INTERNAL, "unknown exception");
+        try {
+            const Error e = current_error();
+            return set_error(e.status(), e.what());
+        } catch (...) {  // no memory left even for the message
+            return set_error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 #include "core/error.h"
 
 #include <cstdio>
+#include <new>
 #include <vector>
 
 namespace minfer {
@@ -33,6 +34,20 @@ void fail(minfer_status status, const char* fmt, ...) {
     std::string s = vstrprintf(fmt, ap);
     va_end(ap);
     throw Error(status, std::move(s));
+}
+
+Error current_error() {
+    try {
+        throw;
+    } catch (const Error& e) {
+        return e;
+    } catch (const std::bad_alloc&) {
+        return Error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+    } catch (const std::exception& e) {
+        return Error(MINFER_ERR_INTERNAL, e.what());
+    } catch (...) {
+        return Error(MINFER_ERR_INTERNAL, "unknown exception");
+    }
 }
 
 }  // namespace minfer

@@ -25,4 +25,10 @@ std::string vstrprintf(const char* fmt, va_list ap);
 
 [[noreturn]] void fail(minfer_status status, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
+// The exception being handled, as an Error: an Error as it is, std::bad_alloc as MINFER_ERR_OUT_OF_MEMORY
+// ("out of host memory"), any other as MINFER_ERR_INTERNAL with its message. Call it only inside a catch
+// block. The C shims (lib/api) report failures this way, and so do the places that must fail something
+// (a batch's sequences, a poisoned model) whatever was thrown.
+Error current_error();
+
 }  // namespace minfer

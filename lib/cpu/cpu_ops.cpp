@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <vector>
 
 #include "cpu/threadpool.h"
@@ -12,7 +13,8 @@
 namespace minfer::cpu {
 namespace {
 
-thread_local int t_faults = 0;  // testing::fail_next_forwards
+thread_local int t_faults = 0;        // testing::fail_next_forwards
+thread_local int t_setup_faults = 0;  // testing::fail_next_thread_setups
 
 using engine::Buf;
 using engine::Weight;
@@ -30,11 +32,18 @@ public:
 
     void begin(int64_t threads_option) override {
         const int want = resolve_threads(threads_option);
-        if (!pool_ || pool_->size() != want) {
-            pool_.reset();
-            pool_ = std::make_unique<ThreadPool>(want);
-            scores_.assign(static_cast<size_t>(want) * static_cast<size_t>(c_.n_head / c_.n_head_kv) * n_ctx_, 0.0f);
+        if (pool_ && pool_->size() == want) return;
+        // The attention's scores (a row of n_ctx per thread and head of a group) sized for the new pool:
+        // both are built before either replaces the old pair, so a failure here (std::bad_alloc, a thread
+        // that cannot start) leaves the previous pool and its buffer, still of one size, for the next call.
+        if (t_setup_faults > 0) {
+            --t_setup_faults;
+            throw std::bad_alloc();
         }
+        std::vector<float> scores(static_cast<size_t>(want) * static_cast<size_t>(c_.n_head / c_.n_head_kv) * n_ctx_, 0.0f);
+        pool_.reset();  // its threads stopped before the new ones start (a failure below leaves none: rebuilt next time)
+        pool_ = std::make_unique<ThreadPool>(want);
+        scores_.swap(scores);
     }
 
     Buf alloc(size_t n) override {
@@ -291,6 +300,7 @@ private:
 
 namespace testing {
 void fail_next_forwards(int count) { t_faults = count; }
+void fail_next_thread_setups(int count) { t_setup_faults = count; }
 }  // namespace testing
 
 std::unique_ptr<engine::Ops> make_ops(const model::Config& config, int n_ctx, int64_t kv_rows) {

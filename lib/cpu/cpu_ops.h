@@ -18,6 +18,10 @@ namespace testing {
 // only). The next `count` forward calls of CPU contexts on the calling thread fail at their last step,
 // after the KV cache was written and before the logits are read, with MINFER_ERR_INTERNAL.
 void fail_next_forwards(int count);
+// The next `count` times a CPU backend on the calling thread sets up its threads and per-thread buffers
+// anew (at its creation, or at a forward after the threads option changed), the setup throws
+// std::bad_alloc as an allocation that does not fit would, before it changes anything.
+void fail_next_thread_setups(int count);
 }  // namespace testing
 
 }  // namespace minfer::cpu

@@ -137,8 +137,9 @@ void Context::run(const int32_t* tokens, size_t n) {
     b.pos = pos_;
     b.seq = seq_;
     b.out_rows = std::span<const int32_t>(&last, 1);
+    history_.reserve(history_.size() + n);  // may throw std::bad_alloc: before anything changes
     runner_->forward(b);
-    history_.insert(history_.end(), tokens, tokens + n);  // may throw std::bad_alloc: before anything changes
+    history_.insert(history_.end(), tokens, tokens + n);  // within the capacity reserved: cannot throw
     n_past_.store(pos0 + static_cast<int32_t>(n), std::memory_order_release);
     has_logits_ = true;
 }
@@ -191,16 +192,23 @@ int32_t Context::decode() {
     const int32_t token = pick(gen);
     if (token < 0) sampler_.sample(runner_->logits(0), history_, gen);  // every token banned: its error
     log_line(model_->log_level(), MINFER_LOG_DEBUG, "decode: token %d at position %d", token, n_past);
+    // What can fail (the token's text, room for it) before the forward commits anything.
+    const bool eog = model_->is_eog(token);
+    std::string piece;
+    if (!eog && !stops_.empty()) {
+        piece = model_->tokenizer().piece(token);
+        generated_.reserve(generated_.size() + piece.size());
+    }
     run(&token, 1);
     sampler_.set_generator(gen);
     minfer_stop_reason reason = MINFER_STOP_NONE;
-    if (model_->is_eog(token)) {
+    if (eog) {
         reason = MINFER_STOP_EOG;
     } else if (!stops_.empty()) {
         // Look for a stop string that ends inside the new piece.
         const size_t longest = longest_stop_;
         const size_t before = generated_.size();
-        generated_ += model_->tokenizer().piece(token);
+        generated_ += piece;  // within the capacity reserved: cannot throw
         const size_t from = before >= longest ? before - longest + 1 : 0;
         for (const std::string& s : stops_)
             if (generated_.find(s, from) != std::string::npos) reason = MINFER_STOP_STRING;

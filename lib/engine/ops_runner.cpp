@@ -22,6 +22,10 @@ public:
         const size_t v = static_cast<size_t>(c.n_vocab) * static_cast<size_t>(shape.max_out);
         logits_.assign(v, 0.0f);
         pending_.assign(v, 0.0f);
+        // The backend's threads and per-thread buffers now (minfer_batch_create promises its scratch at
+        // creation): what cannot be had fails here, not at the first forward. Each forward calls it again
+        // for the threads option of its time.
+        ops_->begin(threads_());
     }
 
     void forward(const Batch& b) override {
@@ -54,9 +58,10 @@ public:
                 out += rows_.size();
             }
             n_out_pending_ = out;
-        } catch (const Error& e) {
+        } catch (...) {
+            const Error e = current_error();  // std::bad_alloc and the like as statuses too
             ops_->on_error(e);
-            throw;
+            throw e;
         }
         logits_.swap(pending_);
         n_out_ = n_out_pending_;

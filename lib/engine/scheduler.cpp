@@ -46,6 +46,12 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, const BatchParams& params) : 
     if (params_.max_step_tokens < params_.max_sequences)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_step_tokens = %d is less than max_sequences = %d (each sequence needs a token per step)",
              params_.max_step_tokens, params_.max_sequences);
+    // A sequence's positions are bounded as a context's are (the ctx_len option's range): the buffers
+    // sized by them are made at the first step, where a size no memory can hold would fail every step.
+    const int64_t max_ctx = options::def(options::Id::ctx_len).max;
+    if (params_.n_ctx > max_ctx)
+        fail(MINFER_ERR_INVALID_ARGUMENT, "batch: n_ctx = %d is above %lld (the ctx_len option's bound)", params_.n_ctx,
+             static_cast<long long>(max_ctx));
     const int64_t len = params_.n_ctx > 0 ? params_.n_ctx : model_->options().get(options::Id::ctx_len);
     n_ctx_ = static_cast<int>(len == 0 ? c.n_ctx_train : len);
     if (n_ctx_ < 1) fail(MINFER_ERR_INVALID_ARGUMENT, "batch: n_ctx = %d", n_ctx_);
@@ -242,8 +248,11 @@ void Scheduler::run_forward() {
     b.out_rows = out_rows_;
     try {
         runner_->forward(b);
-    } catch (const Error& e) {
+    } catch (...) {
         // The sequences of this forward cannot go on (their KV cache is partly written); the others can.
+        // Whatever failed (host memory, a thread that cannot start), the step itself goes on: a failure
+        // that escaped here would come back at every step, and no sequence would ever end.
+        const Error e = current_error();
         log_line(model_->log_level(), MINFER_LOG_WARN, "batch: a forward of %zu tokens failed: %s", tokens_.size(), e.what());
         for (auto& sp : active_)
             if (sp->feeding > 0 && !sp->done) finish(*sp, e.status(), MINFER_STOP_NONE, e.what());
@@ -277,7 +286,8 @@ void Scheduler::run_forward() {
         }
         try {
             picked_[i].token = runner_->argmax(i);
-        } catch (const Error& e) {
+        } catch (...) {
+            const Error e = current_error();
             picked_[i].status = e.status();
             picked_[i].error = e.what();
         }
@@ -323,7 +333,8 @@ void Scheduler::sample_rows(std::span<const size_t> rows) {
         for (size_t i : cand_rows_) extra_.emplace_back(row_seq_[i]->affected);
         try {
             by_candidates = runner_->fetch_candidates(cand_rows_, m, extra_);
-        } catch (const Error& e) {
+        } catch (...) {
+            const Error e = current_error();
             // (A device fault poisons the model: the rows then fail below, each with its message.)
             log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' candidates could not come back (%s): their logits whole",
                      cand_rows_.size(), e.what());
@@ -337,7 +348,8 @@ void Scheduler::sample_rows(std::span<const size_t> rows) {
     bool together = testing::batch_fetch();
     try {
         if (together && !whole_.empty()) runner_->fetch_logits(whole_);
-    } catch (const Error& e) {
+    } catch (...) {
+        const Error e = current_error();
         // When they cannot (no pinned memory for them, say), each row is read back alone below and fails
         // alone if it must.
         log_line(model_->log_level(), MINFER_LOG_WARN, "batch: %zu rows' logits could not come back together (%s): one at a time", whole_.size(),
@@ -356,10 +368,9 @@ void Scheduler::sample_rows(std::span<const size_t> rows) {
             } else {
                 picked_[i].token = s.sampler.sample(runner_->logits(i), s.history);
             }
-        } catch (const Error& e) {
+        } catch (...) {
+            const Error e = current_error();
             picked_[i] = Pick{-1, e.status(), e.what()};
-        } catch (const std::exception& e) {
-            picked_[i] = Pick{-1, MINFER_ERR_INTERNAL, e.what()};
         }
     };
     const size_t tasks = cand_rows_.size() + whole_.size();
