@@ -463,6 +463,7 @@ public:
         }
         if (m == 0 || m > kCandidatesMax || n_extra > kCandidatesMax || !cuda::topk_fits(c_.n_vocab, static_cast<int>(m))) return false;
         m_->check_healthy();
+        check(cudaSetDevice(0), "cudaSetDevice");  // the caller's thread may have another GPU current (as forward)
         const size_t nr = rows.size(), nk = nr * m, ne = nr * n_extra;
         // Room for kFetchRows rows (max_out if fewer: a context's one) of kCandidatesMax each, taken at the
         // first sampled step that cuts its row short (for Qwen2's vocabulary 5 MB of GPU memory and 260 KB
@@ -608,12 +609,24 @@ private:
         io[2] = 0;  // slot
         io[3] = 0;  // output row
         StepGraph& g = step_graphs_[one_chunk_];  // the attention's form for this step
-        const bool eager = !graphs_ || !g.warmed;  // each form's first step eagerly
-        g.warmed = true;
-        if (!eager && !g.exec) g.exec = capture_graph([&] { enqueue_step(); });
+        bool eager = !graphs_ || !g.warmed;  // each form's first step eagerly
+        if (!eager && !g.exec) {
+            try {
+                g.exec = capture_graph([&] { enqueue_step(); });
+            } catch (const Error& e) {
+                // As for batch steps (decode_rows_step): a capture that fails turns this runner's step graphs
+                // off and the step runs eagerly, where a real device error shows (and poisons the model).
+                cudaGetLastError();  // a capture error is not sticky
+                log_line(log_level_, MINFER_LOG_WARN, "CUDA: the decode step could not be captured as a graph (%s): steps run without one",
+                         e.what());
+                graphs_ = false;
+                eager = true;
+            }
+        }
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
         else check(cudaGraphLaunch(g.exec, s()), "decode step (graph launch)");
+        g.warmed = true;  // once its eager step ran: the launchers' one-time setup stays out of a capture
         const bool ended = timed && step_record(1);
         stream_.sync("decode step");
         n_out_ = 1;
