@@ -420,8 +420,9 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         report_progress("upload", done, total);
     }
     // A copy from pageable memory (the mapped file) may return before its bytes land, and the kernels
-    // below run on non-blocking streams, which do not wait for it: the device is drained once here.
-    check(cudaDeviceSynchronize(), "upload");
+    // below run on non-blocking streams, which do not wait for it: the default stream, where cudaMemcpy
+    // put the copies, is drained once here (other models' work on their own streams is not waited for).
+    check(cudaStreamSynchronize(0), "upload");
     log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %s", tensors.size(), mib(m->registry.device_bytes()).c_str());
 
     // The prefill path, decided once here.

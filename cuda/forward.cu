@@ -133,6 +133,7 @@ using cuda::check;
 using cuda::DeviceMemory;
 
 std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
+std::atomic<uint64_t> g_graph_steps{0};        // testing::cuda_graph_steps
 
 RuntimeKnob<MINFER_PRUNE_LAST> g_prune_last;  // testing::cuda_prune_last
 RuntimeKnob<MINFER_Q16> g_q16;                // testing::cuda_q16
@@ -626,6 +627,7 @@ private:
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
         else check(cudaGraphLaunch(g.exec, s()), "decode step (graph launch)");
+        if (!eager) g_graph_steps.fetch_add(1, std::memory_order_relaxed);
         g.warmed = true;  // once its eager step ran: the launchers' one-time setup stays out of a capture
         const bool ended = timed && step_record(1);
         stream_.sync("decode step");
@@ -1157,6 +1159,7 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
 }
 
 uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
+uint64_t testing::cuda_graph_steps() { return g_graph_steps.load(); }
 int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
 int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }
