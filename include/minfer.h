@@ -28,6 +28,7 @@
  * changes nothing. The exceptions are minfer_context_n_ctx, minfer_context_n_past and
  * minfer_context_stop_reason: they never fail and may be called at any time, also while another thread
  * prefills or decodes on that context (they then see the state before or after that call).
+ * minfer_context_free must not race any other call on the context (it cannot answer BUSY: it frees).
  * Process-wide defaults (minfer_set_option with a NULL model), the log callback and the progress
  * callback are guarded by a lock; models opened afterwards see the new values.
  * minfer_last_error() is per thread.
