@@ -82,7 +82,9 @@ func (m *Model) NewBatch(p BatchParams) (*Batch, error) {
 		kv_tokens: C.int64_t(p.KVTokens)}
 	var ptr *C.minfer_batch
 	var msg *C.char
-	if err := check(C.go_minfer_batch_create(m.ptr, &raw, &ptr, &msg), msg); err != nil {
+	h := m.handle() // (the C batch holds the model itself: no reference of the Model's is taken)
+	defer m.done()
+	if err := check(C.go_minfer_batch_create(h, &raw, &ptr, &msg), msg); err != nil {
 		return nil, err
 	}
 	capacity := 2*p.MaxSequences + 16
@@ -164,7 +166,10 @@ func (b *Batch) Submit(ctx context.Context, p SequenceParams) (*Sequence, error)
 		raw.sampler = sp
 	}
 	if len(p.Stops) > 0 {
-		arr := newCStrings(p.Stops)
+		arr, err := newCStrings("stop strings: one", p.Stops)
+		if err != nil {
+			return nil, err
+		}
 		defer arr.free()
 		raw.stops = arr.ptr
 		raw.n_stops = C.size_t(len(p.Stops))

@@ -5,13 +5,17 @@ package minfer
 */
 import "C"
 
-import "unsafe"
+import (
+	"fmt"
+	"unsafe"
+)
 
 // Context is the KV cache and sampler state of one sequence. One goroutine at a time: a second
 // concurrent call returns ErrBusy. Close it when done.
 type Context struct {
-	ptr   *C.minfer_context
-	model *Model
+	ptr    *C.minfer_context
+	model  *Model
+	nVocab int // the model's, read at creation: Logits works after the Model's Close too
 }
 
 // StopReason tells why the last Decode says generation should stop.
@@ -53,18 +57,25 @@ func DefaultSamplerParams() (SamplerParams, error) {
 
 // NewContext makes a context of ctx_len tokens (the option, read now).
 func (m *Model) NewContext() (*Context, error) {
+	p := m.handle()
+	defer m.done()
 	var raw *C.minfer_context
 	var msg *C.char
-	if err := check(C.go_minfer_context_create(m.ptr, &raw, &msg), msg); err != nil {
+	if err := check(C.go_minfer_context_create(p, &raw, &msg), msg); err != nil {
 		return nil, err
 	}
-	return &Context{ptr: raw, model: m}, nil
+	m.refs.Add(1) // (Close is held off: the Model's own reference is still there)
+	return &Context{ptr: raw, model: m, nVocab: int(C.go_minfer_model_n_vocab(p))}, nil
 }
 
 // Close frees the context; a second Close does nothing.
 func (c *Context) Close() error {
+	if c.ptr == nil {
+		return nil
+	}
 	C.go_minfer_context_free(c.ptr)
 	c.ptr = nil
+	c.model.unref()
 	return nil
 }
 
@@ -94,7 +105,7 @@ func (c *Context) Decode() (int32, error) {
 
 // Logits are those of the last processed position (NVocab floats).
 func (c *Context) Logits() ([]float32, error) {
-	out := make([]float32, c.model.NVocab())
+	out := make([]float32, c.nVocab)
 	var p *C.float
 	if len(out) > 0 {
 		p = (*C.float)(unsafe.Pointer(&out[0]))
@@ -145,7 +156,10 @@ func (c *Context) ClearLogitBias() error {
 
 // SetStopStrings replaces the stop strings; none clears them.
 func (c *Context) SetStopStrings(stops []string) error {
-	arr := newCStrings(stops)
+	arr, err := newCStrings("stop strings: one", stops)
+	if err != nil {
+		return err
+	}
 	defer arr.free()
 	var msg *C.char
 	return check(C.go_minfer_context_set_stop_strings(c.ptr, arr.ptr, C.size_t(len(stops)), &msg), msg)
@@ -160,7 +174,13 @@ func (c *Context) StopReason() StopReason {
 // characters. It ends early at an end-of-generation token (whose text is not given) or after the piece
 // that completes a stop string.
 func (c *Context) Generate(maxTokens int) (*Stream, error) {
-	d, err := c.model.NewDetokenizer()
+	if c.ptr == nil {
+		return nil, &Error{Code: ErrInvalidArgument, Msg: "generate: the context is closed"}
+	}
+	if maxTokens < 0 {
+		return nil, &Error{Code: ErrInvalidArgument, Msg: fmt.Sprintf("generate: maxTokens = %d is negative", maxTokens)}
+	}
+	d, err := newDetokenizer(c.model.ptr) // the model's handle lives while this context is open, Closed or not
 	if err != nil {
 		return nil, err
 	}
@@ -175,9 +195,15 @@ type Detokenizer struct {
 
 // NewDetokenizer makes a streaming detokenizer for the model's vocabulary.
 func (m *Model) NewDetokenizer() (*Detokenizer, error) {
+	p := m.handle()
+	defer m.done()
+	return newDetokenizer(p)
+}
+
+func newDetokenizer(p *C.minfer_model) (*Detokenizer, error) {
 	var raw *C.minfer_detokenizer
 	var msg *C.char
-	if err := check(C.go_minfer_detokenizer_create(m.ptr, &raw, &msg), msg); err != nil {
+	if err := check(C.go_minfer_detokenizer_create(p, &raw, &msg), msg); err != nil {
 		return nil, err
 	}
 	return &Detokenizer{ptr: raw}, nil

@@ -203,15 +203,25 @@ func DefaultOption(key string) (string, error) {
 }
 
 func setOption(m *C.minfer_model, key, value string) error {
-	ckey, cvalue := C.CString(key), C.CString(value)
+	ckey, err := cString("option name", key)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(ckey))
+	cvalue, err := cString("option value", value)
+	if err != nil {
+		return err
+	}
 	defer C.free(unsafe.Pointer(cvalue))
 	var msg *C.char
 	return check(C.go_minfer_set_option(m, ckey, cvalue, &msg), msg)
 }
 
 func getOption(m *C.minfer_model, key string) (string, error) {
-	ckey := C.CString(key)
+	ckey, err := cString("option name", key)
+	if err != nil {
+		return "", err
+	}
 	defer C.free(unsafe.Pointer(ckey))
 	return readString(func(buf *C.char, cap C.size_t, n *C.size_t, msg **C.char) C.minfer_status {
 		return C.go_minfer_get_option(m, ckey, buf, cap, n, msg)
@@ -282,8 +292,15 @@ func ChatFormat(messages []Message, addAssistant bool) (string, error) {
 	for i, m := range messages {
 		roleList[i], contentList[i] = m.Role, m.Content
 	}
-	roles, contents := newCStrings(roleList), newCStrings(contentList)
+	roles, err := newCStrings("chat format: a role", roleList)
+	if err != nil {
+		return "", err
+	}
 	defer roles.free()
+	contents, err := newCStrings("chat format: a message", contentList)
+	if err != nil {
+		return "", err
+	}
 	defer contents.free()
 	flag := C.int32_t(0)
 	if addAssistant {
@@ -300,12 +317,13 @@ func Synth(path, preset, mix string, seed uint64) error {
 	if err := ensureLoaded(); err != nil {
 		return err
 	}
-	cpath, cpreset, cmix := C.CString(path), C.CString(preset), C.CString(mix)
-	defer C.free(unsafe.Pointer(cpath))
-	defer C.free(unsafe.Pointer(cpreset))
-	defer C.free(unsafe.Pointer(cmix))
+	args, err := newCStrings("synth: the path, preset or mix", []string{path, preset, mix})
+	if err != nil {
+		return err
+	}
+	defer args.free()
 	var msg *C.char
-	return check(C.go_minfer_synth(cpath, cpreset, cmix, C.uint64_t(seed), &msg), msg)
+	return check(C.go_minfer_synth(args.items[0], args.items[1], args.items[2], C.uint64_t(seed), &msg), msg)
 }
 
 // SynthPresets lists the shapes Synth knows.
@@ -354,7 +372,27 @@ type cStrings struct {
 	items []*C.char
 }
 
-func newCStrings(strs []string) cStrings {
+// A Go string may hold NUL bytes, where C would end it: such a string is refused, not cut short.
+func nulError(what, s string) error {
+	return &Error{Code: ErrInvalidArgument, Msg: fmt.Sprintf("%s holds a NUL byte: %q", what, s)}
+}
+
+// cString is s in C memory (C.free it), or an ErrInvalidArgument error when s holds a NUL byte.
+func cString(what, s string) (*C.char, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, nulError(what, s)
+	}
+	return C.CString(s), nil
+}
+
+// newCStrings is strs as a cStrings, or an ErrInvalidArgument error (nothing allocated) when one of
+// them holds a NUL byte; what names them in the message.
+func newCStrings(what string, strs []string) (cStrings, error) {
+	for _, s := range strs {
+		if strings.IndexByte(s, 0) >= 0 {
+			return cStrings{}, nulError(what, s)
+		}
+	}
 	size := C.size_t(len(strs)+1) * C.size_t(unsafe.Sizeof((*C.char)(nil)))
 	a := cStrings{ptr: (**C.char)(C.malloc(size))}
 	a.items = unsafe.Slice(a.ptr, len(strs)+1)
@@ -362,7 +400,7 @@ func newCStrings(strs []string) cStrings {
 		a.items[i] = C.CString(s)
 	}
 	a.items[len(strs)] = nil
-	return a
+	return a, nil
 }
 
 func (a cStrings) free() {

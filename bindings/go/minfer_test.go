@@ -6,6 +6,7 @@ package minfer
 // (LD_LIBRARY_PATH must reach it).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -678,5 +679,88 @@ func TestReadmeExample(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "MINFER_ERR_IO: cannot open 'model.gguf'") {
 		t.Fatalf("the README example without a model: %v\n%s", err, out)
+	}
+}
+
+// A Context keeps working after its Model's Close (the header's promise: contexts keep the model's
+// memory), and Close waits for the Model's methods running on other goroutines (go test -race).
+func TestContextOutlivesModelClose(t *testing.T) {
+	m := open(t, nil)
+	want := greedy(t, m, "Hello", 6)
+	prompt := must(m.Tokenize("Hello", false))
+	vocab := m.NVocab()
+	ctx := must(m.NewContext())
+	defer ctx.Close()
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() { // calls racing Close: each sees the model whole, or closed
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				if toks, err := m.Tokenize("Hi there", false); err == nil && len(toks) == 0 {
+					t.Error("no tokens from an open model")
+				}
+				_ = m.NVocab()
+			}
+		}()
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if err := m.Close(); err != nil { // a second Close does nothing
+		t.Fatal(err)
+	}
+	if m.NVocab() != 0 {
+		t.Fatal("a closed model still answers")
+	}
+	_, err := m.Tokenize("Hi", false)
+	wantErr(t, err, ErrInvalidArgument, "model")
+	if err := ctx.Prefill(prompt); err != nil {
+		t.Fatal(err)
+	}
+	if l := must(ctx.Logits()); len(l) != vocab || argmax(l) != want[0] {
+		t.Fatalf("logits: %d of %d, argmax %d (want %d)", len(l), vocab, argmax(l), want[0])
+	}
+	s := must(ctx.Generate(6))
+	collect(t, s)
+	if s.Err() != nil || !reflect.DeepEqual(s.Tokens(), want) {
+		t.Fatalf("after the model's Close: tokens %v (want %v), err %v", s.Tokens(), want, s.Err())
+	}
+	_, err = ctx.Generate(-1)
+	wantErr(t, err, ErrInvalidArgument, "negative")
+	ctx.Close()
+	_, err = ctx.Generate(1)
+	wantErr(t, err, ErrInvalidArgument, "closed")
+}
+
+// A NUL byte would end the string on the C side: every string argument holding one is refused, never
+// cut short (a stop string "ab\x00cd" would otherwise stop at "ab").
+func TestNULBytesRefused(t *testing.T) {
+	m := open(t, nil)
+	ctx := must(m.NewContext())
+	defer ctx.Close()
+	wantErr(t, m.SetOption("threads\x00junk", "2"), ErrInvalidArgument, "NUL")
+	wantErr(t, m.SetOption("threads", "2\x00"), ErrInvalidArgument, "NUL")
+	_, err := m.Option("ctx_len\x00")
+	wantErr(t, err, ErrInvalidArgument, "NUL")
+	_, err = m.MetaString("general.architecture\x00x")
+	wantErr(t, err, ErrInvalidArgument, "NUL")
+	wantErr(t, ctx.SetStopStrings([]string{"ok", "ab\x00cd"}), ErrInvalidArgument, "NUL")
+	_, err = ChatFormat([]Message{{Role: "user", Content: "hi\x00 there"}}, true)
+	wantErr(t, err, ErrInvalidArgument, "NUL")
+	_, err = OpenWithOptions(tinyPath+"\x00.txt", nil)
+	wantErr(t, err, ErrInvalidArgument, "NUL")
+	wantErr(t, Synth(t.TempDir()+"/x.gguf", "qwen2-tiny\x00", "f16", 1), ErrInvalidArgument, "NUL")
+	b := must(m.NewBatch(BatchParams{MaxSequences: 2, MaxQueue: 4, MaxStepTokens: 16}))
+	defer b.Close()
+	_, err = b.Submit(context.Background(), SequenceParams{Prompt: []int32{72}, MaxTokens: 2, Stops: []string{"F\x00zz"}})
+	wantErr(t, err, ErrInvalidArgument, "NUL")
+	// Without a NUL the same calls pass.
+	if err := ctx.SetStopStrings([]string{"ok", "abcd"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := must(m.MetaString("general.architecture")); v != "qwen2" {
+		t.Fatalf("architecture %q", v)
 	}
 }
