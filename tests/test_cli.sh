@@ -24,6 +24,7 @@ trap 'exit 130' INT TERM
 cd "$T" || exit 1
 
 PASSED=0
+SKIPPED=""
 CURRENT=""
 
 # check DESCRIPTION: starts a check.
@@ -422,6 +423,60 @@ expect_text out "(conversation reset)"
 [ "$(grep -vc 'conversation reset' out)" -ge 3 ] || fail "expected three replies"
 ok
 
+check "minfer chat: a turn the context cannot hold leaves the conversation as it was; a long line is one turn"
+# The prefill of "hi" after a refused turn is the one it has alone (system prompt and no stray end of turn).
+LAST_CMD="minfer chat -m gen.gguf -n 1 --system SYS --option ctx_len=64 --option log_level=debug (a long turn, then hi)"
+printf 'hi\n' | "$MINFER" chat -m gen.gguf -n 1 --system SYS --option ctx_len=64 --option log_level=debug >out 2>alone.err
+RC=$?
+expect_rc 0
+want=$(grep -m1 'prefill: ' alone.err | sed -E 's/.*prefill: ([0-9]+) tokens at position 0.*/\1/')
+[ -n "$want" ] || fail "no prefill line at debug level"
+{ head -c 200 /dev/zero | tr '\0' a; printf '\nhi\n'; } |
+    "$MINFER" chat -m gen.gguf -n 1 --system SYS --option ctx_len=64 --option log_level=debug >out 2>err
+RC=$?
+expect_rc 0
+expect_text out "(the context is full"
+grep -q "prefill: $want tokens at position 0" err || fail "hi after the refused turn is not prefilled as alone ($want tokens at position 0)"
+# A line longer than any fixed buffer is one message: one refused turn, not several.
+LAST_CMD="minfer chat -m gen.gguf -n 1 (one line of 9000 characters)"
+{ head -c 9000 /dev/zero | tr '\0' a; printf '\n'; } | "$MINFER" chat -m gen.gguf -n 1 --quiet >out 2>err
+RC=$?
+expect_rc 0
+[ "$(grep -c 'the context is full' out)" -eq 1 ] || fail "the long line made $(grep -c 'the context is full' out) refused turns, expected 1"
+ok
+
+check "minfer: output that cannot be written fails the command, with the command line's own message"
+if [ -w /dev/full ]; then
+    LAST_CMD="minfer run -m gen.gguf -p hi -n 4 >/dev/full"
+    "$MINFER" run -m gen.gguf -p hi -n 4 --quiet >/dev/full 2>err
+    RC=$?
+    expect_rc 1
+    expect_text err "cannot write the output"
+    run run -m gen.gguf -p hello -n 2 --quiet --dump-logits /dev/full
+    expect_rc 1
+    expect_text err "MINFER_ERR_IO: cannot write the logits file"
+    grep -q "buffer holds" err && fail "a stale library message was printed for the command line's own error"
+    ok
+else
+    echo "skipped (no writable /dev/full)"
+    SKIPPED="$SKIPPED, skipped: output errors (no /dev/full)"
+fi
+
+check "minfer run and synth refuse integers they cannot hold"
+run run -m gen.gguf -p hi -n 1 --top-k 4294967297
+expect_rc 2
+run run -m gen.gguf -p hi -n 1 --repeat-last-n 4294967295
+expect_rc 2
+for seed in "" " -1" "+1" "99999999999999999999999" "12x"; do
+    run run -m gen.gguf -p hi -n 1 --seed "$seed"
+    expect_rc 2
+    run synth --preset qwen2-tiny --seed "$seed" -o bad-seed.gguf --quiet
+    expect_rc 2
+done
+run run -m gen.gguf -p hi -n 1 --seed 18446744073709551615 --quiet
+expect_rc 0
+ok
+
 check "minfer bench reports pp and tg rows"
 run bench -m gen.gguf -p 16 -n 4 -r 2 --quiet
 expect_rc 0
@@ -510,4 +565,4 @@ run bench -m gen.gguf --seqs 3 --temp 1 --top-k 0 --quiet
 expect_rc 2
 ok
 
-echo "cli: $PASSED passed, 0 failed"
+echo "cli: $PASSED passed, 0 failed$SKIPPED"

@@ -1,7 +1,9 @@
 /* minfer command line: shared helpers. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +14,30 @@
 #include "cli.h"
 
 int g_quiet = 0;
+static char g_cli_error[512];  /* cli_error's message, until fail_status prints it */
 
 int fail_status(minfer_status st, const char* what) {
-    fprintf(stderr, "minfer: %s: %s: %s\n", what, minfer_status_string(st), minfer_last_error());
+    fprintf(stderr, "minfer: %s: %s: %s\n", what, minfer_status_string(st), g_cli_error[0] ? g_cli_error : minfer_last_error());
+    g_cli_error[0] = '\0';
+    return 1;
+}
+
+minfer_status cli_error(minfer_status st, const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_cli_error, sizeof g_cli_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+int parse_u64(const char* s, uint64_t* out) {
+    char* end = NULL;
+    unsigned long long v;
+    if (!s || *s < '0' || *s > '9') return 0; /* strtoull would skip spaces and take a sign */
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || !end || *end != '\0') return 0;
+    *out = (uint64_t)v;
     return 1;
 }
 

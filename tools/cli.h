@@ -11,8 +11,14 @@
 
 extern int g_quiet;
 
-/* Prints "minfer: WHAT: STATUS: message" on stderr; returns 1 (the exit code of a failed command). */
+/* Prints "minfer: WHAT: STATUS: message" on stderr; returns 1 (the exit code of a failed command). The
+ * message is the one cli_error recorded last, if any (once), else the library's minfer_last_error(). */
 int fail_status(minfer_status st, const char* what);
+/* For a status the command line makes itself (a file it could not write, memory it could not get):
+ * records the message fail_status prints for it, and returns st. */
+minfer_status cli_error(minfer_status st, const char* fmt, ...);
+/* Parses a non-negative decimal integer of 64 bits (no sign, no spaces, no overflow); 0 when it is not one. */
+int parse_u64(const char* s, uint64_t* out);
 /* Prints a usage error for subcommand CMD; returns 2. */
 int usage_error(const char* cmd, const char* msg);
 /* Progress on stderr when it is a terminal (unless --quiet), log lines on stderr. */

@@ -101,13 +101,14 @@ static int parse_gen_args(const char* cmd, int argc, char** argv, gen_args* a, c
             if (!parse_long(v, &n) || n < 0) return usage_error(cmd, "-n expects a count");
             a->n_predict = n;
         } else if (strcmp(f, "--top-k") == 0 || strcmp(f, "--repeat-last-n") == 0) {
-            if (!parse_long(v, &n)) return usage_error(cmd, "--top-k and --repeat-last-n expect an integer");
+            if (!parse_long(v, &n) || n < INT32_MIN || n > INT32_MAX)
+                return usage_error(cmd, "--top-k and --repeat-last-n expect an integer of 32 bits");
             if (f[2] == 't') a->sp.top_k = (int32_t)n;
             else a->sp.penalty_last_n = (int32_t)n;
         } else if (strcmp(f, "--seed") == 0) {
-            char* end = NULL;
-            a->sp.seed = strtoull(v, &end, 10);
-            if (!end || *end != '\0' || v[0] == '-') return usage_error(cmd, "--seed expects a non-negative integer");
+            uint64_t seed = 0;
+            if (!parse_u64(v, &seed)) return usage_error(cmd, "--seed expects a non-negative integer of 64 bits");
+            a->sp.seed = seed;
         } else if (parse_float(v, &x) &&
                    (strcmp(f, "--temp") == 0 || strcmp(f, "--top-p") == 0 || strcmp(f, "--min-p") == 0 ||
                     strcmp(f, "--repeat-penalty") == 0 || strcmp(f, "--presence-penalty") == 0 ||
@@ -217,7 +218,7 @@ static minfer_status tokenize_alloc(const minfer_model* m, const char* text, siz
     minfer_status st = minfer_tokenize(m, text, len, parse_special, NULL, 0, n);
     if (st != MINFER_OK && st != MINFER_ERR_BUFFER_TOO_SMALL) return st;
     *out = malloc(sizeof(int32_t) * (*n > 0 ? *n : 1));
-    if (!*out) return MINFER_ERR_OUT_OF_MEMORY;
+    if (!*out) return cli_error(MINFER_ERR_OUT_OF_MEMORY, "no memory for %zu token ids", *n);
     return *n > 0 ? minfer_tokenize(m, text, len, parse_special, *out, *n, n) : MINFER_OK;
 }
 
@@ -245,10 +246,8 @@ static int parse_token_list(const char* s, int32_t** out, size_t* n) {
 /* Writes the current logits to f (n_vocab floats, little-endian as the machine stores them). */
 static minfer_status dump_logits(minfer_context* ctx, float* buf, size_t n_vocab, FILE* f) {
     minfer_status st = minfer_context_logits(ctx, buf, n_vocab);
-    if (st == MINFER_OK && fwrite(buf, sizeof(float), n_vocab, f) != n_vocab) {
-        fprintf(stderr, "minfer: cannot write the logits file: %s\n", strerror(errno));
-        return MINFER_ERR_IO;
-    }
+    if (st == MINFER_OK && fwrite(buf, sizeof(float), n_vocab, f) != n_vocab)
+        return cli_error(MINFER_ERR_IO, "cannot write the logits file: %s", strerror(errno));
     return st;
 }
 
@@ -259,7 +258,7 @@ static minfer_status emit(minfer_detokenizer* d, int32_t tok) {
     minfer_status st = minfer_detokenizer_push(d, tok, buf, sizeof buf, &len);
     if (st == MINFER_ERR_BUFFER_TOO_SMALL) {
         char* big = malloc(len + 1);
-        if (!big) return MINFER_ERR_OUT_OF_MEMORY;
+        if (!big) return cli_error(MINFER_ERR_OUT_OF_MEMORY, "no memory for a token's %zu bytes of text", len);
         st = minfer_detokenizer_push(d, tok, big, len + 1, &len);
         if (st == MINFER_OK) fwrite(big, 1, len, stdout);
         free(big);
@@ -441,7 +440,8 @@ static minfer_status prefill_text(minfer_context* ctx, const minfer_model* m, co
 int cmd_chat(int argc, char** argv) {
     gen_args a;
     char path[1024];
-    char line[8192];
+    char* line = NULL; /* getline's: a message of any length is one turn */
+    size_t line_cap = 0;
     minfer_model* m = NULL;
     minfer_context* ctx = NULL;
     minfer_detokenizer* d = NULL;
@@ -466,12 +466,12 @@ int cmd_chat(int argc, char** argv) {
         const char* contents[2];
         size_t n_msgs = 0, len = 0, need = 0;
         long n_done = 0;
-        int eog = 0;
+        int eog = 0, prefilled = 0;
         if (interactive) {
             fputs("> ", stdout);
             fflush(stdout);
         }
-        if (!fgets(line, sizeof line, stdin)) break;
+        if (getline(&line, &line_cap, stdin) < 0) break;
         line[strcspn(line, "\r\n")] = '\0';
         msg = line;
         if (strcmp(msg, "/exit") == 0) break;
@@ -495,7 +495,10 @@ int cmd_chat(int argc, char** argv) {
         strcpy(turn, turn_open ? "<|im_end|>\n" : turns > 0 ? "\n" : "");
         len = strlen(turn);
         st = minfer_chat_format(roles, contents, n_msgs, 1, turn + len, need + 1, &need);
-        if (st == MINFER_OK) st = prefill_text(ctx, m, turn);
+        if (st == MINFER_OK) {
+            st = prefill_text(ctx, m, turn);
+            prefilled = st == MINFER_OK;
+        }
         free(turn);
         if (st == MINFER_OK) st = generate(ctx, m, d, a.n_predict, 0, NULL, NULL, &n_done, &eog);
         fputc('\n', stdout);
@@ -504,9 +507,12 @@ int cmd_chat(int argc, char** argv) {
             if (st == MINFER_ERR_CONTEXT_FULL) fputs("(the context is full: /reset to start over)\n", stdout);
             else break;
         }
-        turn_open = !eog;
-        ++turns;
+        if (prefilled) { /* a turn refused whole (the context full before it) leaves the conversation as it was */
+            turn_open = !eog;
+            ++turns;
+        }
     }
+    free(line);
     minfer_detokenizer_free(d);
     minfer_context_free(ctx);
     minfer_close(m);

@@ -59,9 +59,7 @@ int cmd_synth(int argc, char** argv) {
             } else if (strcmp(a, "--vocab-config") == 0) {
                 vocab_config = val;
             } else {
-                char* end = NULL;
-                seed = strtoull(val, &end, 10);
-                if (!end || *end != '\0' || val[0] == '-') return usage_error("synth", "--seed expects a non-negative integer");
+                if (!parse_u64(val, &seed)) return usage_error("synth", "--seed expects a non-negative integer of 64 bits");
             }
             ++i;
         } else {

@@ -14,6 +14,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -41,24 +42,18 @@ static const char* const MAIN_HELP =
     "\n"
     "'minfer COMMAND --help' describes each command.\n";
 
-int main(int argc, char** argv) {
-    const char* cmd;
-    if (argc < 2) {
-        fputs(MAIN_HELP, stderr);
-        return 2;
-    }
-    cmd = argv[1];
+static int dispatch(const char* cmd, int argc, char** argv) {
     if (is_help(cmd)) {
         fputs(MAIN_HELP, stdout);
         return 0;
     }
-    if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
-    if (strcmp(cmd, "chat") == 0) return cmd_chat(argc - 2, argv + 2);
-    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc - 2, argv + 2);
-    if (strcmp(cmd, "info") == 0) return cmd_info(argc - 2, argv + 2);
-    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
-    if (strcmp(cmd, "options") == 0) return cmd_options(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0) return cmd_run(argc, argv);
+    if (strcmp(cmd, "chat") == 0) return cmd_chat(argc, argv);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(argc, argv);
+    if (strcmp(cmd, "info") == 0) return cmd_info(argc, argv);
+    if (strcmp(cmd, "synth") == 0) return cmd_synth(argc, argv);
+    if (strcmp(cmd, "options") == 0) return cmd_options(argc, argv);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc, argv);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
         printf("%s\n", minfer_build_info());
         return 0;
@@ -66,4 +61,19 @@ int main(int argc, char** argv) {
     fprintf(stderr, "minfer: unknown command '%s'\n\n", cmd);
     fputs(MAIN_HELP, stderr);
     return 2;
+}
+
+int main(int argc, char** argv) {
+    int rc;
+    if (argc < 2) {
+        fputs(MAIN_HELP, stderr);
+        return 2;
+    }
+    rc = dispatch(argv[1], argc - 2, argv + 2);
+    /* Output that could not be written (a full disk, a closed pipe's reader) fails the command. */
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "minfer: cannot write the output: %s\n", strerror(errno));
+        if (rc == 0) rc = 1;
+    }
+    return rc;
 }
