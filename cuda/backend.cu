@@ -649,7 +649,10 @@ public:
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens, stream_.get());
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
-        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
+        // On the stream that runs the kernels reading it (a plain cudaMemcpy from pageable memory may land
+        // after they start: the non-blocking stream does not wait for the default one).
+        check(cudaMemcpyAsync(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice, stream_.get()),
+              "RoPE table");
         partial_ = DeviceMemory(
             static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, 1)) * sizeof(float),
             &m_->scratch_bytes, "attention scratch");

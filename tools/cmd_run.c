@@ -446,7 +446,7 @@ int cmd_chat(int argc, char** argv) {
     minfer_context* ctx = NULL;
     minfer_detokenizer* d = NULL;
     int interactive = isatty(STDIN_FILENO), rc, turn_open = 0, turns = 0;
-    minfer_status st;
+    minfer_status st = MINFER_OK; /* the exit status when input ends before a turn */
 
     rc = parse_gen_args("chat", argc, argv, &a, CHAT_HELP);
     if (rc >= 0) return rc;
@@ -491,7 +491,10 @@ int cmd_chat(int argc, char** argv) {
         /* Close the previous reply if it ended without <|im_end|>, then the new turn. */
         minfer_chat_format(roles, contents, n_msgs, 1, NULL, 0, &need);
         turn = malloc(need + 32);
-        if (!turn) break;
+        if (!turn) {
+            fail_status(st = cli_error(MINFER_ERR_OUT_OF_MEMORY, "no memory for a turn of %zu bytes", need + 32), "chat");
+            break;
+        }
         strcpy(turn, turn_open ? "<|im_end|>\n" : turns > 0 ? "\n" : "");
         len = strlen(turn);
         st = minfer_chat_format(roles, contents, n_msgs, 1, turn + len, need + 1, &need);

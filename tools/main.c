@@ -70,10 +70,14 @@ int main(int argc, char** argv) {
         return 2;
     }
     rc = dispatch(argv[1], argc - 2, argv + 2);
-    /* Output that could not be written (a full disk, a closed pipe's reader) fails the command. */
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "minfer: cannot write the output: %s\n", strerror(errno));
-        if (rc == 0) rc = 1;
+    /* Output that could not be written (a full disk) fails the command. The reason is known only when
+     * this last flush fails; an earlier failed write leaves just the stream's error flag. */
+    {
+        const int err = fflush(stdout) != 0 ? errno : 0;
+        if (err != 0 || ferror(stdout)) {
+            fprintf(stderr, "minfer: cannot write the output%s%s\n", err ? ": " : "", err ? strerror(err) : "");
+            if (rc == 0) rc = 1;
+        }
     }
     return rc;
 }

@@ -42,12 +42,8 @@ inline minfer_status guard(F&& f) noexcept {
         f();
         return MINFER_OK;
     } catch (...) {
-        try {
-            const Error e = current_error();
-            return set_error(e.status(), e.what());
-        } catch (...) {  // no memory left even for the message
-            return set_error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
-        }
+        const Error e = current_error();
+        return set_error(e.status(), e.what());
     }
 }
 

@@ -36,17 +36,22 @@ void fail(minfer_status status, const char* fmt, ...) {
     throw Error(status, std::move(s));
 }
 
-Error current_error() {
+Error current_error() noexcept {
+    static const Error out_of_memory(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");  // copies cannot throw
     try {
-        throw;
-    } catch (const Error& e) {
-        return e;
-    } catch (const std::bad_alloc&) {
-        return Error(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
-    } catch (const std::exception& e) {
-        return Error(MINFER_ERR_INTERNAL, e.what());
-    } catch (...) {
-        return Error(MINFER_ERR_INTERNAL, "unknown exception");
+        try {
+            throw;
+        } catch (const Error& e) {
+            return e;
+        } catch (const std::bad_alloc&) {
+            return out_of_memory;
+        } catch (const std::exception& e) {
+            return Error(MINFER_ERR_INTERNAL, e.what());
+        } catch (...) {
+            return Error(MINFER_ERR_INTERNAL, "unknown exception");
+        }
+    } catch (...) {  // the message itself could not be made
+        return out_of_memory;
     }
 }
 

@@ -28,7 +28,8 @@ std::string vstrprintf(const char* fmt, va_list ap);
 // The exception being handled, as an Error: an Error as it is, std::bad_alloc as MINFER_ERR_OUT_OF_MEMORY
 // ("out of host memory"), any other as MINFER_ERR_INTERNAL with its message. Call it only inside a catch
 // block. The C shims (lib/api) report failures this way, and so do the places that must fail something
-// (a batch's sequences, a poisoned model) whatever was thrown.
-Error current_error();
+// (a batch's sequences, a poisoned model) whatever was thrown. Never throws: where even the message
+// cannot be made, the answer is the out-of-memory one, made once beforehand.
+Error current_error() noexcept;
 
 }  // namespace minfer

@@ -33,15 +33,16 @@ public:
     void begin(int64_t threads_option) override {
         const int want = resolve_threads(threads_option);
         if (pool_ && pool_->size() == want) return;
-        // The attention's scores (a row of n_ctx per thread and head of a group) sized for the new pool:
-        // both are built before either replaces the old pair, so a failure here (std::bad_alloc, a thread
-        // that cannot start) leaves the previous pool and its buffer, still of one size, for the next call.
+        // The attention's scores (a row of n_ctx per thread and head of a group) sized for the new pool,
+        // allocated before anything is replaced: a std::bad_alloc leaves the previous pool and its buffer.
+        // A thread that cannot start leaves no pool (the next call builds one), never a pool over a buffer
+        // sized for fewer threads.
         if (t_setup_faults > 0) {
             --t_setup_faults;
             throw std::bad_alloc();
         }
         std::vector<float> scores(static_cast<size_t>(want) * static_cast<size_t>(c_.n_head / c_.n_head_kv) * n_ctx_, 0.0f);
-        pool_.reset();  // its threads stopped before the new ones start (a failure below leaves none: rebuilt next time)
+        pool_.reset();  // its threads stopped before the new ones start
         pool_ = std::make_unique<ThreadPool>(want);
         scores_.swap(scores);
     }

@@ -137,7 +137,9 @@ void Context::run(const int32_t* tokens, size_t n) {
     b.pos = pos_;
     b.seq = seq_;
     b.out_rows = std::span<const int32_t>(&last, 1);
-    history_.reserve(history_.size() + n);  // may throw std::bad_alloc: before anything changes
+    // Room for the tokens before anything changes (may throw std::bad_alloc), grown geometrically: a
+    // reserve of the exact size would copy the whole history at every decode step.
+    if (history_.capacity() - history_.size() < n) history_.reserve(std::max(history_.size() + n, 2 * history_.capacity()));
     runner_->forward(b);
     history_.insert(history_.end(), tokens, tokens + n);  // within the capacity reserved: cannot throw
     n_past_.store(pos0 + static_cast<int32_t>(n), std::memory_order_release);
