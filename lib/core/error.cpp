@@ -36,8 +36,12 @@ void fail(minfer_status status, const char* fmt, ...) {
     throw Error(status, std::move(s));
 }
 
+namespace {
+// Made when the library loads, not at the first failure (which may be one of memory): copies cannot throw.
+const Error out_of_memory(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");
+}  // namespace
+
 Error current_error() noexcept {
-    static const Error out_of_memory(MINFER_ERR_OUT_OF_MEMORY, "out of host memory");  // copies cannot throw
     try {
         try {
             throw;
