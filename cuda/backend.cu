@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <unordered_set>
 
 #include "core/error.h"
@@ -237,25 +236,15 @@ size_t copy_for_matvec(CudaModel& m, const std::vector<const gguf::TensorInfo*>&
                  mib(bytes).c_str(), mib(free_b).c_str(), mib(kW16Reserve).c_str());
         return 0;
     }
-    // Another load (or process) may take the memory between the look above and here: the copies are only
-    // a speed-up, so their allocation failing leaves the model without them, as too little free memory does.
-    std::optional<cuda::Stream> stream;
-    try {
-        copies.arena = DeviceMemory(bytes, nullptr, what);
-        stream.emplace();
-    } catch (const Error& e) {
-        if (e.status() != MINFER_ERR_OUT_OF_MEMORY) throw;
-        copies.arena = DeviceMemory();
-        log_line(log_level, MINFER_LOG_INFO, "CUDA: no %s for the mat-vecs: %s", what, e.what());
-        return 0;
-    }
+    copies.arena = DeviceMemory(bytes, nullptr, what);
+    cuda::Stream stream;
     for (const auto& [t, at] : todo) {
         const WeightKey key = m.device_of(engine::Weight::of(t));
         uint8_t* dst = copies.arena.as<uint8_t>() + at;
-        make(*t, key, dst, stream->get());
+        make(*t, key, dst, stream.get());
         copies.by_weight.emplace(key, dst);
     }
-    stream->sync(what);
+    stream.sync(what);
     log_line(log_level, MINFER_LOG_INFO, "CUDA: %zu matrices in %s for the mat-vecs: %s", copies.by_weight.size(), what, mib(bytes).c_str());
     return copies.by_weight.size();
 }
@@ -419,10 +408,6 @@ std::shared_ptr<CudaModel> cuda_load(const gguf::File& file, const std::vector<c
         }
         report_progress("upload", done, total);
     }
-    // A copy from pageable memory (the mapped file) may return before its bytes land, and the kernels
-    // below run on non-blocking streams, which do not wait for it: the default stream, where cudaMemcpy
-    // put the copies, is drained once here (other models' work on their own streams is not waited for).
-    check(cudaStreamSynchronize(0), "upload");
     log_line(log_level, MINFER_LOG_INFO, "CUDA: uploaded %zu tensors, %s", tensors.size(), mib(m->registry.device_bytes()).c_str());
 
     // The prefill path, decided once here.
@@ -649,10 +634,7 @@ public:
         gemm_ = std::make_unique<cuda::PrefillGemm>(*m_, c, max_tokens, stream_.get());
         const std::vector<double> inv = engine::rope_inv_freq(c.rope_freq_base, c.head_dim);
         inv_freq_ = DeviceMemory(inv.size() * sizeof(double), &m_->scratch_bytes, "RoPE table");
-        // On the stream that runs the kernels reading it (a plain cudaMemcpy from pageable memory may land
-        // after they start: the non-blocking stream does not wait for the default one).
-        check(cudaMemcpyAsync(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice, stream_.get()),
-              "RoPE table");
+        check(cudaMemcpy(inv_freq_.as<void>(), inv.data(), inv.size() * sizeof(double), cudaMemcpyHostToDevice), "RoPE table");
         partial_ = DeviceMemory(
             static_cast<uint64_t>(cuda::attention_partial_floats(c.n_head, c.n_head_kv, c.head_dim, 1)) * sizeof(float),
             &m_->scratch_bytes, "attention scratch");
@@ -770,7 +752,6 @@ std::unique_ptr<engine::Ops> cuda_make_ops(std::shared_ptr<CudaModel> model, con
 
 double cuda_dequant_sweep_ms(CudaModel& m, const std::vector<engine::Weight>& weights, int reps) {
     m.check_healthy();
-    check(cudaSetDevice(0), "cudaSetDevice");  // the model's GPU, whatever the calling thread had current
     int64_t largest = 0;
     for (const engine::Weight& w : weights) largest = std::max(largest, w.rows * w.cols);
     DeviceMemory scratch(static_cast<uint64_t>(largest) * sizeof(__half), &m.scratch_bytes, "dequant sweep scratch");

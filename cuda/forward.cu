@@ -133,7 +133,6 @@ using cuda::check;
 using cuda::DeviceMemory;
 
 std::atomic<uint64_t> g_deferred_residuals{0};  // testing::cuda_deferred_residuals
-std::atomic<uint64_t> g_graph_steps{0};        // testing::cuda_graph_steps
 
 RuntimeKnob<MINFER_PRUNE_LAST> g_prune_last;  // testing::cuda_prune_last
 RuntimeKnob<MINFER_Q16> g_q16;                // testing::cuda_q16
@@ -464,7 +463,6 @@ public:
         }
         if (m == 0 || m > kCandidatesMax || n_extra > kCandidatesMax || !cuda::topk_fits(c_.n_vocab, static_cast<int>(m))) return false;
         m_->check_healthy();
-        check(cudaSetDevice(0), "cudaSetDevice");  // the caller's thread may have another GPU current (as forward)
         const size_t nr = rows.size(), nk = nr * m, ne = nr * n_extra;
         // Room for kFetchRows rows (max_out if fewer: a context's one) of kCandidatesMax each, taken at the
         // first sampled step that cuts its row short (for Qwen2's vocabulary 5 MB of GPU memory and 260 KB
@@ -610,25 +608,12 @@ private:
         io[2] = 0;  // slot
         io[3] = 0;  // output row
         StepGraph& g = step_graphs_[one_chunk_];  // the attention's form for this step
-        bool eager = !graphs_ || !g.warmed;  // each form's first step eagerly
-        if (!eager && !g.exec) {
-            try {
-                g.exec = capture_graph([&] { enqueue_step(); });
-            } catch (const Error& e) {
-                // As for batch steps (decode_rows_step): a capture that fails turns this runner's step graphs
-                // off and the step runs eagerly, where a real device error shows (and poisons the model).
-                cudaGetLastError();  // a capture error is not sticky
-                log_line(log_level_, MINFER_LOG_WARN, "CUDA: the decode step could not be captured as a graph (%s): steps run without one",
-                         e.what());
-                graphs_ = false;
-                eager = true;
-            }
-        }
+        const bool eager = !graphs_ || !g.warmed;  // each form's first step eagerly
+        g.warmed = true;
+        if (!eager && !g.exec) g.exec = capture_graph([&] { enqueue_step(); });
         const bool timed = log_level_ >= MINFER_LOG_DEBUG && step_record(0);
         if (eager) enqueue_step();
         else check(cudaGraphLaunch(g.exec, s()), "decode step (graph launch)");
-        if (!eager) g_graph_steps.fetch_add(1, std::memory_order_relaxed);
-        g.warmed = true;  // once its eager step ran: the launchers' one-time setup stays out of a capture
         const bool ended = timed && step_record(1);
         stream_.sync("decode step");
         n_out_ = 1;
@@ -1159,7 +1144,6 @@ std::unique_ptr<engine::Runner> cuda_make_runner(std::shared_ptr<CudaModel> mode
 }
 
 uint64_t testing::cuda_deferred_residuals() { return g_deferred_residuals.load(); }
-uint64_t testing::cuda_graph_steps() { return g_graph_steps.load(); }
 int testing::cuda_prune_last(int mode) { return g_prune_last.set(mode); }
 int testing::cuda_q16(int mode) { return g_q16.set(mode); }
 uint64_t testing::cuda_q16_layers() { return g_q16_layers.load(); }

@@ -170,9 +170,6 @@ uint64_t cuda_concat_gemms(uint64_t* f16_out = nullptr);
 // Output and down projections whose residual add went to the next RMSNorm or the final gather
 // (MINFER_DEFER_RESIDUAL) in this process so far.
 uint64_t cuda_deferred_residuals();
-// One-token decode steps replayed from a CUDA graph in this process so far (a step whose capture failed
-// runs eagerly and is not counted).
-uint64_t cuda_graph_steps();
 // MINFER_PRUNE_LAST at run time: mode 1 runs the last layer past its K/V store (attention, output
 // projection, feed-forward block) on the rows whose logits are wanted alone, 0 on every row, -1 as the
 // build's knob says (the default); forward calls from now on follow it. Returns the previous mode.

@@ -62,7 +62,6 @@ std::vector<float> device::testing::cuda_attention_decode(const std::vector<floa
 }
 uint64_t device::testing::cuda_concat_gemms(uint64_t*) { no_cuda(); }
 uint64_t device::testing::cuda_deferred_residuals() { no_cuda(); }
-uint64_t device::testing::cuda_graph_steps() { no_cuda(); }
 int device::testing::cuda_prune_last(int) { no_cuda(); }
 uint64_t device::testing::cuda_pruned_layers(uint64_t*, uint64_t*) { no_cuda(); }
 int device::testing::cuda_q16(int) { no_cuda(); }
