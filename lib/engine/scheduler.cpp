@@ -46,8 +46,8 @@ Scheduler::Scheduler(std::shared_ptr<Model> model, const BatchParams& params) : 
     if (params_.max_step_tokens < params_.max_sequences)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: max_step_tokens = %d is less than max_sequences = %d (each sequence needs a token per step)",
              params_.max_step_tokens, params_.max_sequences);
-    // A sequence's positions are bounded as a context's are (the ctx_len option's range): the buffers
-    // sized by them are made at the first step, where a size no memory can hold would fail every step.
+    // A sequence's positions are bounded as a context's are (the ctx_len option's range): buffers are
+    // sized by them (the CPU backend's attention scores, one n_ctx row per thread and head of a group).
     const int64_t max_ctx = options::def(options::Id::ctx_len).max;
     if (params_.n_ctx > max_ctx)
         fail(MINFER_ERR_INVALID_ARGUMENT, "batch: n_ctx = %d is above %lld (the ctx_len option's bound)", params_.n_ctx,
